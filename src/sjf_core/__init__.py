@@ -1,0 +1,35 @@
+"""clairvoyant-sjf core: prompt-only answer-length prediction and SJF admission for serial LLM backends.
+
+Public API (see README): :func:`load_predictor`, :class:`Predictor`, :class:`Prediction`,
+:data:`FEATURE_NAMES`, :class:`AdmissionQueue`, :class:`Ticket`, :class:`Scheduler`,
+:func:`make_policy`.
+"""
+
+from .admission import AdmissionQueue, QueueEvents, QueueStats, Ticket
+from .entry import CLASS_NAMES, Entry, class_of_tokens
+from .policies import Policy, RequestMeta, make_policy
+from .prediction import Prediction
+from .scheduler import Scheduler, default_scheduler
+from .tau import TauConfig, TauEstimator
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The predictor pulls in onnxruntime; import it only when asked for.
+    if name in ("load_predictor", "Predictor", "PredictorError"):
+        from . import predictor
+
+        return getattr(predictor, name)
+    if name == "FEATURE_NAMES":
+        from .features import FEATURE_NAMES
+
+        return FEATURE_NAMES
+    raise AttributeError(name)
+
+
+__all__ = [
+    "AdmissionQueue", "QueueEvents", "QueueStats", "Ticket", "CLASS_NAMES", "Entry", "class_of_tokens",
+    "Policy", "RequestMeta", "make_policy", "Prediction", "Scheduler", "default_scheduler",
+    "TauConfig", "TauEstimator", "load_predictor", "Predictor", "PredictorError", "FEATURE_NAMES",
+]

@@ -1,0 +1,69 @@
+"""One waiting request as the scheduling layer sees it: no prompt text, only numbers.
+
+The same :class:`Entry` is used by the live asyncio queue, the Redis store and the
+discrete-event simulator, so that a policy never needs to know which one drives it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SHORT, MEDIUM, LONG = 0, 1, 2
+CLASS_NAMES = ("short", "medium", "long")
+
+#: Class bounds in answer tokens (paper §4.1): Short < 200, Medium 200–799, Long >= 800.
+SHORT_MAX_TOKENS = 200
+LONG_MIN_TOKENS = 800
+
+
+def class_of_tokens(tokens: float) -> int:
+    """Length class of an answer of ``tokens`` tokens (paper §4.1 bounds).
+
+    Returns 0 (Short, < 200), 1 (Medium, 200–799) or 2 (Long, >= 800).
+    """
+    if tokens < SHORT_MAX_TOKENS:
+        return SHORT
+    if tokens < LONG_MIN_TOKENS:
+        return MEDIUM
+    return LONG
+
+
+@dataclass(eq=False)
+class Entry:
+    """A request waiting for (or holding) a slot.
+
+    Attributes:
+        seq: monotonic arrival sequence number; the final tie-break (FCFS).
+        arrival: arrival time in seconds on the owning queue's clock. An SDK
+            retry keeps its first arrival, so τ still protects it.
+        key: the policy's ordering key; lower is served sooner. For ``sjf`` it is
+            P(Long) (paper §3.4); for ``sjf-tokens`` expected answer tokens.
+        klass: predicted length class (0 Short, 1 Medium, 2 Long).
+        expected_tokens: predicted answer tokens (float, >= 0), used by
+            token-aware policies and overload control.
+        priority: caller priority from request metadata; higher is served first.
+        deadline: absolute deadline on the queue clock (seconds), or None.
+        fallback: True when the request could not be scored and was placed
+            at a neutral key (fail-open, DESIGN.md invariant 5).
+        payload: adapter- or simulator-owned object (a future, a simulated job).
+    """
+
+    seq: int
+    arrival: float
+    key: float = 0.0
+    klass: int = MEDIUM
+    expected_tokens: float = 0.0
+    priority: int = 0
+    deadline: float | None = None
+    fallback: bool = False
+    payload: Any = None
+    # bookkeeping owned by the pending queue / admission queue
+    removed: bool = field(default=False, repr=False)
+    promoted: bool = field(default=False, repr=False)
+    dispatched_at: float = field(default=math.nan, repr=False)
+
+    def sort_key(self) -> tuple:
+        """Heap key: priority first (higher sooner), then ``key``, then arrival order."""
+        return (-self.priority, self.key, self.seq)

@@ -1,0 +1,179 @@
+"""The seam the adapters use: request body in, admission ticket out.
+
+:class:`Scheduler` owns the predictor (one ONNX session per process), the policy
+configuration, and one :class:`~sjf_core.admission.AdmissionQueue` per backend.
+Adapters (``litellm_sjf``, ``openai_sjf``) call :meth:`Scheduler.ticket` and never
+see features, keys or heaps. Scoring is fail-open (DESIGN.md invariant 5): a body
+that cannot be read or a predictor error gives an unscored ticket, placed at the
+policy's neutral key, counted and logged without prompt text.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Mapping
+
+from .admission import AdmissionQueue, QueueEvents, Ticket
+from .meta import request_meta
+from .policies import Policy, make_policy
+from .prediction import Prediction
+
+log = logging.getLogger("sjf_core.scheduler")
+
+
+def backend_key(url: Any) -> str:
+    """Normalise a backend base URL to a queue key (scheme://host:port/path, no trailing slash)."""
+    s = str(url or "default").strip()
+    return s.rstrip("/") or "default"
+
+
+class Scheduler:
+    """Predictor + policy + per-backend admission queues.
+
+    Args:
+        predictor: a Predictor, "default" (the shipped model, loaded lazily), a
+            path to an ONNX model, or None (no prediction: every request is
+            unscored, i.e. FCFS order).
+        policy: policy name ("fcfs", "sjf", "sjf-tokens", ...) or object.
+        tau: τ setting, e.g. "3x" (× mean Short service time), 6.0 (seconds), "off".
+        slots: default slots per backend (>= 1).
+        backend_slots: per-backend slots, keyed by base URL.
+        lease_ttl_s: lease time-to-live of a running ticket (seconds) or None.
+        policy_options: extra keyword arguments for the policy (e.g. promotion, k).
+        listeners: queue event listeners added to every queue.
+    """
+
+    def __init__(
+        self,
+        predictor: Any = "default",
+        policy: str | Policy = "sjf",
+        tau: Any = "3x",
+        slots: int = 1,
+        backend_slots: Mapping[str, int] | None = None,
+        lease_ttl_s: float | None = None,
+        policy_options: Mapping[str, Any] | None = None,
+        listeners: list[QueueEvents] | None = None,
+    ):
+        opts = dict(policy_options or {})
+        if not isinstance(policy, Policy):
+            opts.setdefault("tau", tau)
+        self.policy_spec = policy
+        self.policy_options = opts
+        make_policy(policy, **opts)  # validate now: a bad name is a config error
+        if int(slots) < 1:
+            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        self.slots = int(slots)
+        self.backend_slots = {backend_key(k): int(v) for k, v in (backend_slots or {}).items()}
+        self.lease_ttl_s = lease_ttl_s
+        self.listeners = list(listeners or [])
+        self._predictor_spec = predictor
+        self._predictor = None
+        self._predictor_failed = False
+        self._queues: dict[str, AdmissionQueue] = {}
+        self._lock = threading.Lock()
+        self.predictor_errors = 0
+
+    # ---- predictor --------------------------------------------------------------------
+    @property
+    def predictor(self):
+        """The loaded predictor, or None if disabled or unloadable (then FCFS order)."""
+        if self._predictor is None and not self._predictor_failed and self._predictor_spec is not None:
+            with self._lock:
+                if self._predictor is None and not self._predictor_failed:
+                    spec = self._predictor_spec
+                    try:
+                        if isinstance(spec, str) or spec is None:
+                            from .predictor import load_predictor
+
+                            self._predictor = load_predictor(None if spec == "default" else spec)
+                        else:
+                            self._predictor = spec
+                    except Exception as exc:
+                        self._predictor_failed = True
+                        log.error("predictor could not be loaded (%s); admitting in FCFS order", exc)
+        return self._predictor
+
+    def predict(self, body: Any, endpoint: str = "chat/completions") -> Prediction | None:
+        """Predict the answer length of a request body; None when it cannot be scored."""
+        try:
+            from .text import scored_text
+
+            text = scored_text(body, endpoint)
+            if text is None:
+                return None
+            p = self.predictor
+            if p is None:
+                return None
+            return p.predict(text)
+        except Exception as exc:
+            self.predictor_errors += 1
+            log.warning("request could not be scored (%s); FCFS order for it", type(exc).__name__)
+            return None
+
+    # ---- queues -----------------------------------------------------------------------
+    def queue(self, backend: Any = "default") -> AdmissionQueue:
+        """The admission queue of ``backend`` (a base URL), created on first use."""
+        key = backend_key(backend)
+        q = self._queues.get(key)
+        if q is None:
+            with self._lock:
+                q = self._queues.get(key)
+                if q is None:
+                    q = AdmissionQueue(
+                        slots=self.backend_slots.get(key, self.slots),
+                        policy=make_policy(self.policy_spec, **self.policy_options),
+                        name=key,
+                        lease_ttl_s=self.lease_ttl_s,
+                        listeners=self.listeners,
+                    )
+                    self._queues[key] = q
+        return q
+
+    @property
+    def queues(self) -> dict[str, AdmissionQueue]:
+        """All queues created so far, by backend key."""
+        return dict(self._queues)
+
+    def ticket(
+        self,
+        backend: Any,
+        body: Any,
+        endpoint: str = "chat/completions",
+        headers: Mapping[str, str] | None = None,
+        arrival: float | None = None,
+        prediction: Prediction | None = None,
+    ) -> Ticket:
+        """Make an admission ticket for one request. Never raises for a bad body.
+
+        Args:
+            backend: the backend base URL (queue key).
+            body: the parsed JSON request body (dict), or anything else (unscored).
+            endpoint: "chat/completions", "completions", "responses", ...
+            headers: request headers, for scheduling metadata (see :mod:`sjf_core.meta`).
+            arrival: original arrival time (``time.monotonic()`` seconds) for retries.
+            prediction: a prediction made earlier (skips scoring).
+        """
+        if prediction is None:
+            prediction = self.predict(body, endpoint)
+        return self.queue(backend).ticket(prediction, request_meta(body, headers), arrival)
+
+
+_default: Scheduler | None = None
+_default_lock = threading.Lock()
+
+
+def default_scheduler() -> Scheduler:
+    """The process-wide scheduler shared by adapters that were given none."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Scheduler()
+    return _default
+
+
+def now() -> float:
+    """The admission clock (``time.monotonic``), in seconds."""
+    return time.monotonic()
