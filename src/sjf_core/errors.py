@@ -1,0 +1,22 @@
+"""Errors raised by the admission layer. Messages never contain prompt text."""
+
+from __future__ import annotations
+
+
+class AdmissionRejected(Exception):
+    """Overload control refused a request before it was admitted (seed 003 cost ladder).
+
+    Adapters map it to HTTP 429 with ``Retry-After`` (LiteLLM) or the SDK's
+    ``openai.RateLimitError`` (OpenAI wrapper). An admitted request is never rejected.
+
+    Attributes:
+        retry_after_s: suggested wait before retrying, in seconds (>= 0).
+        reason: short machine-readable reason, e.g. "queue_depth" or "predicted_wait".
+        backend: the backend queue key.
+    """
+
+    def __init__(self, retry_after_s: float, reason: str, backend: str = "default"):
+        self.retry_after_s = max(0.0, float(retry_after_s))
+        self.reason = reason
+        self.backend = backend
+        super().__init__(f"admission rejected on backend {backend}: {reason}; retry after {self.retry_after_s:.1f} s")
