@@ -151,7 +151,8 @@ class AdmissionQueue:
     # ---- internals ------------------------------------------------------------------
     def _bind_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._loop is None or self._loop.is_closed():
+        # Rebind when idle: tests and CLIs may run several event loops in turn.
+        if self._loop is None or self._loop.is_closed() or (self._in_flight == 0 and len(self.pending) == 0):
             self._loop = loop
 
     def _emit(self, name: str, *args) -> None:
