@@ -441,12 +441,14 @@ class Emulator:
             if fut is not None:
                 s.waiting += 1
                 try:
-                    while not fut.done():
+                    while True:
                         if self.config.on_disconnect == "stop" and self._gone(request):
-                            self._slots.withdraw(fut)
+                            self._slots.withdraw(fut)  # hands a slot granted meanwhile on
                             s.disconnects += 1
                             s.disconnects_queued += 1
                             return web.Response(status=499)
+                        if fut.done():
+                            break
                         await asyncio.wait([fut], timeout=self.config.tick_s)
                 finally:
                     s.waiting -= 1
