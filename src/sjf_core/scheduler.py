@@ -42,7 +42,12 @@ class Scheduler:
         backend_slots: per-backend slots, keyed by base URL.
         lease_ttl_s: lease time-to-live of a running ticket (seconds) or None.
         policy_options: extra keyword arguments for the policy (e.g. promotion, k).
-        listeners: queue event listeners added to every queue.
+        listeners: queue event listeners added to every queue. A listener may also
+            define ``on_predict(scheduler, latency_s, error)``, called after each
+            predictor call (``error`` is the exception type name or None).
+        plugins: pluggy plugins (see :mod:`sjf_core.hooks`): None reads ``$SJF_PLUGINS``
+            (unset: load the ``clairvoyant_sjf.plugins`` entry points), False for none,
+            "auto", a list of plugin objects, or a ``pluggy.PluginManager``.
     """
 
     def __init__(
@@ -55,6 +60,7 @@ class Scheduler:
         lease_ttl_s: float | None = None,
         policy_options: Mapping[str, Any] | None = None,
         listeners: list[QueueEvents] | None = None,
+        plugins: Any = None,
     ):
         opts = dict(policy_options or {})
         if not isinstance(policy, Policy):
@@ -74,6 +80,9 @@ class Scheduler:
         self._queues: dict[str, AdmissionQueue] = {}
         self._lock = threading.Lock()
         self.predictor_errors = 0
+        from .hooks import install_plugins
+
+        self.plugins = install_plugins(self, plugins)
 
     # ---- predictor --------------------------------------------------------------------
     @property
@@ -106,11 +115,27 @@ class Scheduler:
             p = self.predictor
             if p is None:
                 return None
-            return p.predict(text)
+            t0 = time.perf_counter()
+            try:
+                prediction = p.predict(text)
+            except Exception as exc:
+                self._emit_predict(time.perf_counter() - t0, type(exc).__name__)
+                raise
+            self._emit_predict(time.perf_counter() - t0, None)
+            return prediction
         except Exception as exc:
             self.predictor_errors += 1
             log.warning("request could not be scored (%s); FCFS order for it", type(exc).__name__)
             return None
+
+    def _emit_predict(self, latency_s: float, error: str | None) -> None:
+        for listener in self.listeners:
+            fn = getattr(listener, "on_predict", None)
+            if fn is not None:
+                try:
+                    fn(self, latency_s, error)
+                except Exception:  # a listener must never break scoring
+                    log.exception("listener %s.on_predict failed", type(listener).__name__)
 
     # ---- queues -----------------------------------------------------------------------
     def queue(self, backend: Any = "default") -> AdmissionQueue:
