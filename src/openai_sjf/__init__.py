@@ -1,0 +1,19 @@
+"""SJF admission inside an ``openai.AsyncOpenAI`` client.
+
+One line::
+
+    import openai, openai_sjf
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url="http://127.0.0.1:11434/v1", api_key="x"))
+
+Concurrent ``chat.completions`` / ``completions`` / ``responses`` calls on the
+wrapped client are admitted to the backend in predicted shortest-job-first
+order (``sjf_core``: same predictor, queue and policies as ``litellm_sjf``).
+See ``docs/openai_sjf.md``.
+"""
+
+from .arrivals import ArrivalMemory
+from .client import queue_of, transport_of, wrap
+from .stream import AdmittedStream
+from .transport import SJFTransport, TransportStats
+
+__all__ = ["wrap", "queue_of", "transport_of", "SJFTransport", "TransportStats", "AdmittedStream", "ArrivalMemory"]

@@ -1,0 +1,145 @@
+"""``wrap(client)``: the same ``openai.AsyncOpenAI`` client, with SJF admission in its transport.
+
+The wrapped client is ``client.with_options(http_client=h)`` where ``h`` is a
+shallow copy of the client's own ``httpx.AsyncClient`` whose transports (the
+default one and every mount, e.g. proxies) are wrapped in
+:class:`~openai_sjf.transport.SJFTransport`. So everything the user configured
+stays in effect: base_url, api_key, organization, project, timeout,
+max_retries, default headers and query (carried by ``with_options``), and the
+httpx client's transport, connection pool, limits, proxies, auth, event hooks
+and cookies (carried by the copy, which shares them with the original).
+
+The original client is left untouched (no admission). The two share one
+connection pool: closing either closes the pool, as with
+``client.with_options(...)`` in the SDK itself.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import httpx
+
+from .arrivals import ArrivalMemory
+from .registry import scheduler_for
+from .transport import SJFTransport
+
+
+def _is_sdk_default_http_client(http: Any) -> bool:
+    try:
+        from openai._base_client import AsyncHttpxClientWrapper
+    except Exception:  # pragma: no cover - SDK layout changed
+        return False
+    return type(http) is AsyncHttpxClientWrapper
+
+
+def _sjf_transport_of(http: httpx.AsyncClient) -> SJFTransport | None:
+    t = getattr(http, "_transport", None)
+    return t if isinstance(t, SJFTransport) else None
+
+
+def _unwrap(t):
+    return t.inner if isinstance(t, SJFTransport) else t
+
+
+def _wrapped_http_client(http: httpx.AsyncClient, make) -> httpx.AsyncClient:
+    """A shallow copy of ``http`` whose transports are ``make(original_transport)``."""
+    new = copy.copy(http)
+    if _is_sdk_default_http_client(http):
+        # The SDK's own client closes its pool in __del__; the copy must not, or
+        # dropping the wrapped client would close the pool the original still uses.
+        new.__class__ = httpx.AsyncClient
+    new._transport = make(_unwrap(http._transport))
+    new._mounts = {
+        pattern: (None if t is None else make(_unwrap(t))) for pattern, t in http._mounts.items()
+    }
+    # Keep the original alive while the copy lives: its __del__ (SDK default
+    # client) would otherwise close the shared pool under `client = wrap(client)`.
+    new._openai_sjf_origin = getattr(http, "_openai_sjf_origin", http)
+    return new
+
+
+def wrap(
+    client,
+    *,
+    slots: int | None = None,
+    policy: Any = None,
+    tau: Any = None,
+    predictor: Any = None,
+    scheduler: Any = None,
+    retry_rejected: bool = False,
+):
+    """Return ``client`` with SJF admission: same class, same API, same settings.
+
+    Every ``POST`` to ``/chat/completions``, ``/completions`` and ``/responses``
+    waits for a slot of the backend's queue, in the policy's order (shortest
+    predicted answer first for ``"sjf"``); other requests pass straight through.
+
+    Args:
+        client: an ``openai.AsyncOpenAI`` (or subclass, e.g. ``AsyncAzureOpenAI``)
+            using an ``httpx.AsyncClient``.
+        slots: concurrent requests the backend gets (>= 1; default 1, a serial
+            backend). Applies when this wrap creates the backend's queue.
+        policy: "sjf" (default), "sjf-tokens", "fcfs", or a ``sjf_core`` Policy.
+        tau: starvation bound τ: "3x" (default, × mean Short service time),
+            seconds (float), or "off" (paper §3.4).
+        predictor: a ``sjf_core`` predictor (anything with
+            ``.predict(text) -> Prediction``), a path to an ONNX model, or
+            "default" (the shipped model).
+        scheduler: an explicit ``sjf_core.scheduler.Scheduler`` to use; then
+            ``slots``/``policy``/``tau``/``predictor`` must not be given.
+        retry_rejected: let the SDK retry an overload rejection (429) after its
+            ``Retry-After``; default False: ``openai.RateLimitError`` at once.
+
+    Sharing: clients of the same ``base_url`` in one process share one queue;
+    the first wrap of a base URL sets its options and later different options
+    are ignored with a ``RuntimeWarning`` (see :mod:`openai_sjf.registry`).
+    Wrapping an already wrapped client replaces its admission settings
+    (no double admission).
+
+    Returns:
+        A new client of ``type(client)`` (``client.with_options(http_client=...)``);
+        ``client`` itself is not modified.
+
+    Raises:
+        TypeError: ``client`` is not an async OpenAI client on an ``httpx.AsyncClient``.
+        ValueError: bad options (``slots`` < 1, unknown policy, bad τ, or
+            ``scheduler`` together with other options).
+    """
+    http = getattr(client, "_client", None)
+    if not callable(getattr(client, "with_options", None)) or not isinstance(http, httpx.AsyncClient):
+        raise TypeError(
+            "openai_sjf.wrap expects an openai.AsyncOpenAI client using an httpx.AsyncClient, "
+            f"got {type(client).__name__}"
+        )
+    if scheduler is not None:
+        if any(v is not None for v in (slots, policy, tau, predictor)):
+            raise ValueError("pass either scheduler= or slots/policy/tau/predictor, not both")
+        sched = scheduler
+    else:
+        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor)
+    arrivals = ArrivalMemory()
+
+    def make(inner):
+        return SJFTransport(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals)
+
+    return client.with_options(http_client=_wrapped_http_client(http, make))
+
+
+def transport_of(client) -> SJFTransport | None:
+    """The :class:`SJFTransport` of a wrapped client (None if not wrapped)."""
+    http = getattr(client, "_client", None)
+    return _sjf_transport_of(http) if isinstance(http, httpx.AsyncClient) else None
+
+
+def queue_of(client):
+    """The :class:`sjf_core.admission.AdmissionQueue` a wrapped client admits through.
+
+    Raises:
+        ValueError: ``client`` is not wrapped.
+    """
+    t = transport_of(client)
+    if t is None:
+        raise ValueError("client is not wrapped by openai_sjf.wrap")
+    return t.scheduler.queue(client.base_url)

@@ -1,0 +1,102 @@
+"""Which :class:`sjf_core.scheduler.Scheduler` (and so which queue) a wrapped client uses.
+
+Rules (one process):
+
+* ``wrap(client, scheduler=s)`` uses ``s`` as given; you manage sharing.
+* Otherwise the **first** ``wrap`` of a base URL decides its scheduler, and every
+  later wrap of the same base URL gets that scheduler, so all clients of one
+  backend share one queue (one slot count):
+
+  - no ``policy``/``tau``/``predictor`` given: the process-wide
+    :func:`sjf_core.scheduler.default_scheduler` (shared with other adapters,
+    e.g. ``litellm_sjf`` in the same process);
+  - any of them given: a scheduler made once per distinct
+    ``(policy, tau, predictor)`` and reused by later wraps with the same options.
+
+  ``slots`` sets the backend's slot count if its queue does not exist yet.
+* A later wrap of an already-claimed base URL whose ``slots``/``policy``/``tau``/
+  ``predictor`` differ from the first keeps the first settings and emits a
+  :class:`RuntimeWarning` (the first wrap wins; no second queue is ever made for
+  one backend by default). Pass ``scheduler=`` for deliberately separate queues.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+from sjf_core.scheduler import Scheduler, backend_key, default_scheduler
+
+_lock = threading.Lock()
+#: backend key -> (scheduler, (slots, policy, tau, predictor) as first given)
+_owners: dict[str, tuple[Scheduler, tuple]] = {}
+#: (policy, tau, predictor identity) -> scheduler
+_by_options: dict[tuple, Scheduler] = {}
+
+
+def _ident(x: Any) -> Any:
+    return x if x is None or isinstance(x, (str, int, float)) else ("id", id(x))
+
+
+def scheduler_for(
+    base_url: Any,
+    slots: int | None = None,
+    policy: Any = None,
+    tau: Any = None,
+    predictor: Any = None,
+) -> Scheduler:
+    """The scheduler for a client of ``base_url`` (see the module rules).
+
+    Raises:
+        ValueError: ``slots`` < 1, or an unknown policy / bad τ (from :class:`Scheduler`).
+    """
+    if slots is not None and int(slots) < 1:
+        raise ValueError(f"slots must be >= 1, got {slots!r}")
+    key = backend_key(base_url)
+    wanted = (slots, _ident(policy), _ident(tau), _ident(predictor))
+    with _lock:
+        owner = _owners.get(key)
+        if owner is not None:
+            sched, first = owner
+            if any(w is not None and w != f for w, f in zip(wanted, first)):
+                warnings.warn(
+                    f"openai_sjf: backend {key} already has an SJF queue configured by an earlier wrap() "
+                    f"(slots, policy, tau, predictor = {first!r}); the new settings {wanted!r} are ignored. "
+                    "Pass scheduler= for a separate queue.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            return sched
+        if policy is None and tau is None and predictor is None:
+            sched = default_scheduler()
+        else:
+            okey = wanted[1:]
+            sched = _by_options.get(okey)
+            if sched is None:
+                sched = Scheduler(
+                    predictor="default" if predictor is None else predictor,
+                    policy="sjf" if policy is None else policy,
+                    tau="3x" if tau is None else tau,
+                )
+                _by_options[okey] = sched
+        if slots is not None:
+            existing = sched.queues.get(key)
+            if existing is None:
+                sched.backend_slots[key] = int(slots)
+            elif existing.slots != int(slots):
+                warnings.warn(
+                    f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "
+                    f"slots={slots} is ignored.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        _owners[key] = (sched, wanted)
+        return sched
+
+
+def _reset_for_tests() -> None:
+    """Forget all ownership (tests only; live queues are not touched)."""
+    with _lock:
+        _owners.clear()
+        _by_options.clear()

@@ -1,0 +1,119 @@
+"""A response body stream that holds an admission slot until it is closed.
+
+:class:`AdmittedStream` wraps the ``httpx.AsyncByteStream`` returned by the user's
+transport. The slot (:class:`sjf_core.admission.Ticket`) is released exactly once
+(``Ticket.release`` is idempotent and thread-safe) when the first of these happens:
+
+* the body is read to the end (non-streaming calls: as soon as the last byte
+  arrives; ``stream=True``: at the end of the SSE stream);
+* the stream is closed (``aclose()`` by httpx, the SDK, ``async with``);
+* reading raises (dropped connection, read timeout, cancellation);
+* the stream object is garbage-collected without being closed (abandoned):
+  a :func:`weakref.finalize` hands the release to the event loop with
+  ``call_soon_threadsafe`` (never inline inside the garbage collector).
+
+At release, the true answer length is read from ``usage`` (``completion_tokens``
+for chat/completions, ``output_tokens`` for responses) in the last two chunks
+received, by a bytes regex: no body is buffered or copied beyond a few KiB of
+tail. (The SDK stops reading an SSE stream at ``data: [DONE]`` and closes it, so
+the tail is also read on close; a stream cut before its final ``usage`` chunk
+gives None.) It feeds the τ estimate (``release(answer_tokens)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import weakref
+
+import httpx
+
+log = logging.getLogger("openai_sjf")
+
+#: Bytes of each of the last two chunks searched for ``usage``.
+USAGE_TAIL_BYTES = 4096
+_USAGE_RE = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d{1,9})')
+
+
+def usage_tokens(prev: bytes, last: bytes) -> int | None:
+    """Answer tokens from the ``usage`` object in the tail of a response body.
+
+    Args:
+        prev, last: the last two body chunks (raw bytes, identity encoding).
+
+    Returns:
+        The last ``completion_tokens`` / ``output_tokens`` integer found in the
+        final ``USAGE_TAIL_BYTES`` of each chunk, or None.
+    """
+    tail = prev[-USAGE_TAIL_BYTES:] + last[-USAGE_TAIL_BYTES:]
+    found = None
+    for m in _USAGE_RE.finditer(tail):
+        found = m.group(1)
+    return int(found) if found is not None else None
+
+
+def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Finalizer of an abandoned stream: release on the loop, never inside the GC."""
+    if ticket.state != "running":
+        return
+    log.debug("response stream abandoned without close; releasing its admission slot")
+    if loop is not None and not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(ticket.release)
+            return
+        except RuntimeError:  # loop closed meanwhile
+            pass
+    ticket.release()
+
+
+class AdmittedStream(httpx.AsyncByteStream):
+    """``httpx.AsyncByteStream`` that releases ``ticket`` when the body is done.
+
+    Args:
+        inner: the original response stream (``httpx.AsyncByteStream``).
+        ticket: the admission ticket holding the slot (state "running").
+        loop: the event loop the request runs on (for GC-time release).
+        read_usage: look for ``usage`` at the end of the body (False for
+            compressed bodies or error statuses).
+    """
+
+    def __init__(self, inner, ticket, loop: asyncio.AbstractEventLoop | None, read_usage: bool = True):
+        self._inner = inner
+        self._ticket = ticket
+        self._read_usage = read_usage
+        self._prev = self._last = b""
+        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop)
+        self._finalizer.atexit = False
+
+    @property
+    def ticket(self):
+        """The admission ticket this stream holds."""
+        return self._ticket
+
+    def _done(self) -> None:
+        self._finalizer.detach()
+        tokens = None
+        if self._read_usage and self._last:
+            try:
+                tokens = usage_tokens(self._prev, self._last)
+            except Exception:
+                tokens = None
+            self._prev = self._last = b""
+        self._ticket.release(tokens)
+
+    async def __aiter__(self):
+        read_usage = self._read_usage
+        try:
+            async for chunk in self._inner:
+                if read_usage:
+                    self._prev, self._last = self._last, chunk
+                yield chunk
+        finally:
+            self._done()
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._done()

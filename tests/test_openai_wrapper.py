@@ -1,0 +1,417 @@
+"""openai_sjf.wrap: the real openai SDK over real sockets against the backend emulator.
+
+Every test drives ``openai.AsyncOpenAI`` (wrapped) against an in-process
+:class:`sjf_core.emulator.Emulator` (a real aiohttp server on 127.0.0.1). The
+emulator's own counters (``max_in_flight``, service ``order``) are the ground
+truth for what reached the backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+
+import httpx
+import openai
+import pytest
+
+import openai_sjf
+from openai_sjf import registry
+from sjf_core.admission import QueueEvents
+from sjf_core.emulator import REQUEST_ID_HEADER
+from sjf_core.errors import AdmissionRejected
+from sjf_core.prediction import Prediction
+from sjf_core.scheduler import Scheduler
+
+FAULT = "x-emulator-fault"
+
+
+class KeywordPredictor:
+    """Deterministic stand-in predictor: "long" in the prompt → P(Long) 0.9, else 0.1."""
+
+    def predict(self, text: str) -> Prediction:
+        p_long = 0.9 if "long" in text.lower() else 0.1
+        return Prediction.from_probs([1 - p_long, 0.0, p_long])
+
+
+class Recorder(QueueEvents):
+    """Queue listener recording arrivals and releases (numbers only)."""
+
+    def __init__(self):
+        self.enqueued = []  # (seq, arrival)
+        self.completed = []  # answer_tokens
+
+    def on_enqueue(self, queue, entry):
+        self.enqueued.append((entry.seq, entry.arrival))
+
+    def on_complete(self, queue, entry, service_s, answer_tokens):
+        self.completed.append(answer_tokens)
+
+
+async def until(cond, timeout: float = 15.0) -> None:
+    """Wait (polling every 5 ms) until ``cond()`` holds; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.005)
+
+
+def msg(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def rid(name: str) -> dict:
+    return {REQUEST_ID_HEADER: name}
+
+
+def served_ids(emu) -> list:
+    return [o["id"] for o in emu.stats()["order"]]
+
+
+@pytest.fixture
+def fresh_registry():
+    registry._reset_for_tests()
+    yield
+    registry._reset_for_tests()
+
+
+async def _open_blocker(client, name="blocker"):
+    """A streaming request that holds the backend's slot until closed."""
+    stream = await client.chat.completions.create(
+        model="m", messages=msg("blocker long"), stream=True, extra_headers=rid(name))
+    await stream.__anext__()  # admitted and generating
+    return stream
+
+
+async def _finish(stream) -> None:
+    """Read a stream to its end: the slot is released when the backend is done."""
+    async for _ in stream:
+        pass
+
+
+# ---- client identity and configuration -------------------------------------------------------
+async def test_wrap_keeps_class_settings_and_original(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=5000)
+    base = openai.AsyncOpenAI(
+        base_url=emu.base_url, api_key="sk-test", organization="org-1", project="proj-1",
+        timeout=12.5, max_retries=4, default_headers={"x-team": "a"}, default_query={"q": "1"})
+    wrapped = openai_sjf.wrap(base, scheduler=Scheduler(predictor=KeywordPredictor()))
+    assert type(wrapped) is type(base)
+    assert (wrapped.base_url, wrapped.api_key, wrapped.organization, wrapped.project) == (
+        base.base_url, "sk-test", "org-1", "proj-1")
+    assert (wrapped.timeout, wrapped.max_retries) == (12.5, 4)
+    assert wrapped.default_headers["x-team"] == "a" and wrapped.default_query == {"q": "1"}
+    assert isinstance(wrapped._client._transport, openai_sjf.SJFTransport)
+    # the original client is untouched and keeps working without admission
+    assert not isinstance(base._client._transport, openai_sjf.SJFTransport)
+    assert wrapped._client._transport.inner is base._client._transport
+    r = await base.chat.completions.create(model="m", messages=msg("hi"))
+    assert r.choices[0].message.content
+    # rewrapping replaces the admission layer instead of nesting it
+    again = openai_sjf.wrap(wrapped, scheduler=Scheduler(predictor=KeywordPredictor()))
+    assert again._client._transport.inner is base._client._transport
+    r = await again.chat.completions.create(model="m", messages=msg("hi"))
+    assert r.choices[0].message.content
+    with pytest.raises(TypeError):
+        openai_sjf.wrap(openai.OpenAI(base_url=emu.base_url, api_key="x"))
+    with pytest.raises(ValueError):
+        openai_sjf.wrap(base, scheduler=Scheduler(), slots=2)
+
+
+async def test_user_transport_headers_query_and_retries_take_effect(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=5000)
+    seen: list[httpx.Request] = []
+    hooked: list[str] = []
+
+    class CountingTransport(httpx.AsyncHTTPTransport):
+        async def handle_async_request(self, request):
+            seen.append(request)
+            return await super().handle_async_request(request)
+
+    async def hook(request):
+        hooked.append(request.url.path)
+
+    http = httpx.AsyncClient(transport=CountingTransport(), event_hooks={"request": [hook]})
+    sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec := Recorder()])
+    client = openai_sjf.wrap(
+        openai.AsyncOpenAI(base_url=emu.base_url, api_key="sk-user", organization="org-9", http_client=http,
+                           max_retries=2, default_headers={"x-team": "blue"}, default_query={"tenant": "t1"}),
+        scheduler=sched)
+    client = client.with_options(max_retries=2)  # SDK copies keep the wrapper too
+    assert isinstance(client._client._transport, openai_sjf.SJFTransport)
+
+    r = await client.chat.completions.create(model="m", messages=msg("short please"))
+    assert r.choices[0].message.content
+    req = seen[-1]
+    assert req.headers["x-team"] == "blue" and req.headers["authorization"] == "Bearer sk-user"
+    assert req.headers["openai-organization"] == "org-9" and req.url.params["tenant"] == "t1"
+    assert hooked[-1].endswith("/chat/completions")
+
+    # max_retries=2 on a 500: three attempts reach the user's transport and the backend
+    n0, errors0 = len(seen), emu.stats()["errors"]
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(model="m", messages=msg("fails"), extra_headers={FAULT: "500"})
+    assert len(seen) - n0 == 3
+    assert emu.stats()["errors"] - errors0 == 3
+    # every retry re-entered admission with the first attempt's arrival
+    arrivals = [a for _, a in rec.enqueued[-3:]]
+    assert arrivals[0] == arrivals[1] == arrivals[2]
+    assert [h for h in (s.headers["x-stainless-retry-count"] for s in seen[-3:])] == ["0", "1", "2"]
+
+    # GET requests pass straight through (not admitted)
+    enq = len(rec.enqueued)
+    models = await client.models.list()
+    assert [m.id for m in models.data] == ["emulator"]
+    assert len(rec.enqueued) == enq
+    q = sched.queue(client.base_url)
+    assert q.in_flight == 0 and q.waiting == 0
+    await http.aclose()
+
+
+# ---- SJF order and the concurrency bound ---------------------------------------------------------
+async def test_burst_served_in_predicted_sjf_order(emulator_factory):
+    predictor = KeywordPredictor()
+    shorts = [f"short question {i}" for i in range(6)]
+    longs = [f"write a long essay {i}" for i in range(6)]
+    trace = [{"prompt": p, "answer_tokens": 20} for p in shorts] + [{"prompt": p, "answer_tokens": 120} for p in longs]
+    emu = await emulator_factory(tokens_per_s=4000, trace_records=trace)
+    sched = Scheduler(predictor=predictor, policy="sjf", tau="off")
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x"), scheduler=sched)
+    q = openai_sjf.queue_of(client)
+
+    blocker = await _open_blocker(client)
+    # interleave long and short, longs first: FCFS would serve them first
+    burst = [p for pair in zip(longs, shorts) for p in pair]
+
+    async def call(p):
+        r = await client.chat.completions.create(model="m", messages=msg(p), extra_headers=rid(p))
+        return r.usage.completion_tokens
+
+    tasks = asyncio.gather(*(call(p) for p in burst))
+    await until(lambda: q.waiting == len(burst))
+    await _finish(blocker)
+    tokens = await tasks
+    assert sorted(tokens) == sorted([20] * 6 + [120] * 6)
+
+    order = served_ids(emu)
+    assert order[0] == "blocker"
+    # the service order is the predicted order: ascending P(Long), FCFS among equals
+    keys = {p: predictor.predict(p).p_long for p in burst}
+    expected = sorted(burst, key=lambda p: (keys[p], burst.index(p)))
+    assert order[1:] == expected
+    assert order[1:7] == shorts  # every Short before any Long
+    assert emu.stats()["max_in_flight"] == 1
+    assert q.in_flight == 0 and q.waiting == 0
+
+
+async def test_never_more_than_slots_in_flight_at_the_backend(emulator_factory):
+    # the emulator would run 6 at once; the wrapper must hold it to 2
+    emu = await emulator_factory(tokens_per_s=3000, slots=6)
+    sched = Scheduler(predictor=KeywordPredictor(), slots=2)
+    plain = openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0)
+    client = openai_sjf.wrap(plain, scheduler=sched)
+    prompts = [("long " if i % 3 == 0 else "short ") + str(i) for i in range(14)]
+    await asyncio.gather(*(client.chat.completions.create(model="m", messages=msg(p)) for p in prompts))
+    s = emu.stats()
+    assert s["served"] == 14
+    assert s["max_in_flight"] == 2  # bounded, and the bound was used
+    assert sched.queue(client.base_url).stats.max_in_flight == 2
+    # control: the same burst without the wrapper does exceed 2, so the counter can tell
+    emu.reset()
+    await asyncio.gather(*(plain.chat.completions.create(model="m", messages=msg(p)) for p in prompts))
+    assert emu.stats()["max_in_flight"] > 2
+
+
+# ---- exactly-once release on every path ----------------------------------------------------------
+async def test_zero_leaked_slots_after_mixed_outcomes(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=3000)
+    rec = Recorder()
+    sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec], tau="off")
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=sched)
+    q = openai_sjf.queue_of(client)
+    t = openai_sjf.transport_of(client)
+
+    # successes, streamed and not, on all three endpoints
+    r = await client.chat.completions.create(model="m", messages=msg("short ok"))
+    assert r.choices[0].message.content
+    s = await client.chat.completions.create(model="m", messages=msg("short stream"), stream=True,
+                                             stream_options={"include_usage": True})
+    chunks = [c async for c in s]
+    assert chunks[-1].usage.completion_tokens > 0
+    r = await client.completions.create(model="m", prompt="short legacy")
+    assert r.choices[0].text
+    r = await client.responses.create(model="m", input="short responses")
+    assert r.output_text
+
+    # backend 500 and dropped connections (before and in the middle of a stream)
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={FAULT: "500"})
+    with pytest.raises(openai.APIConnectionError):
+        await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={FAULT: "drop"})
+    with pytest.raises(httpx.RemoteProtocolError):  # the SDK surfaces mid-stream drops as httpx errors
+        st = await client.chat.completions.create(model="m", messages=msg("long drop mid"), stream=True,
+                                                  extra_headers={FAULT: "drop-mid"})
+        async for _ in st:
+            pass
+    assert q.in_flight == 0
+
+    # cancellation while queued: the request leaves the queue and never reaches the backend
+    blocker = await _open_blocker(client)
+    task = asyncio.ensure_future(client.chat.completions.create(
+        model="m", messages=msg("short cancelled"), extra_headers=rid("cancelled")))
+    await until(lambda: q.waiting == 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert q.waiting == 0 and q.in_flight == 1
+
+    # client-side timeout while queued: APITimeoutError, leaves the queue, never reaches the backend
+    with pytest.raises(openai.APITimeoutError):
+        await client.with_options(timeout=0.3).chat.completions.create(
+            model="m", messages=msg("short timed out"), extra_headers=rid("timed-out"))
+    assert q.waiting == 0 and t.stats.queue_timeouts == 1
+
+    # a stream closed early (the blocker) frees the slot
+    await blocker.close()
+    await until(lambda: q.in_flight == 0)
+
+    # a stream abandoned without closing is released when garbage-collected
+    abandoned = await client.chat.completions.create(model="m", messages=msg("long abandoned"), stream=True,
+                                                     extra_headers=rid("abandoned"))
+    await abandoned.__anext__()
+    assert q.in_flight == 1
+    del abandoned
+    gc.collect()
+    await until(lambda: q.in_flight == 0)
+
+    # with_streaming_response and the chat.completions.stream helper release on exit
+    async with client.chat.completions.with_streaming_response.create(
+            model="m", messages=msg("short raw"), stream=True) as raw:
+        async for _ in raw.iter_lines():
+            break
+    async with client.chat.completions.stream(model="m", messages=msg("short helper")) as hs:
+        final = await hs.get_final_completion()
+    assert final.choices[0].message.content
+
+    r = await client.chat.completions.create(model="m", messages=msg("short after all that"))
+    assert r.choices[0].message.content
+    await until(lambda: q.in_flight == 0)
+    assert q.waiting == 0
+    assert q.stats.dispatched == q.stats.released
+    assert q.stats.cancelled == 2  # the cancelled and the timed-out waiter
+    assert "cancelled" not in served_ids(emu) and "timed-out" not in served_ids(emu)
+    # Never two answers generated at once. (The emulator's ``in_flight`` also counts a
+    # closed stream's handler until its next tick notices the disconnect, so the request
+    # after an early close can wait one tick inside the backend: on_close="release".)
+    assert emu.stats()["max_generating"] == 1
+    await until(lambda: emu.stats()["in_flight"] == 0)
+    # usage reached the queue: non-stream answers and the final stream chunk report tokens
+    assert rec.completed[0] is not None and rec.completed[0] > 0
+    assert rec.completed[1] == chunks[-1].usage.completion_tokens
+
+
+async def test_timeout_while_queued_is_retried_with_original_arrival(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=3000)
+    rec = Recorder()
+    sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec], tau="off")
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=sched)
+    q = openai_sjf.queue_of(client)
+    blocker = await _open_blocker(client)
+    n0 = len(rec.enqueued)
+    with pytest.raises(openai.APITimeoutError):
+        await client.with_options(timeout=0.2, max_retries=1).chat.completions.create(
+            model="m", messages=msg("short"), extra_headers=rid("retried"))
+    attempts = rec.enqueued[n0:]
+    assert len(attempts) == 2 and attempts[0][1] == attempts[1][1]
+    assert q.stats.cancelled == 2 and q.waiting == 0
+    # an explicit Idempotency-Key is honoured too, even across separate calls
+    h = {"Idempotency-Key": "abc-123", **rid("idem")}
+    with pytest.raises(openai.APITimeoutError):
+        await client.with_options(timeout=0.1).chat.completions.create(model="m", messages=msg("x"), extra_headers=h)
+    with pytest.raises(openai.APITimeoutError):
+        await client.with_options(timeout=0.1).chat.completions.create(model="m", messages=msg("x"), extra_headers=h)
+    assert rec.enqueued[-1][1] == rec.enqueued[-2][1]
+    # an unrelated later request in the same task gets a fresh arrival
+    await _finish(blocker)
+    await client.chat.completions.create(model="m", messages=msg("short"))
+    assert rec.enqueued[-1][1] > attempts[0][1]
+    assert q.in_flight == 0 and "retried" not in served_ids(emu)
+
+
+# ---- fail-open and overload --------------------------------------------------------------------
+async def test_unreadable_bodies_pass_through_in_fcfs_order(emulator_factory):
+    class Exploding:
+        def predict(self, text):
+            raise RuntimeError("predictor down")
+
+    emu = await emulator_factory(tokens_per_s=4000)
+    sched = Scheduler(predictor=Exploding(), policy="sjf")
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=sched)
+    q = openai_sjf.queue_of(client)
+    blocker = await _open_blocker(client)
+    names = [f"u{i}" for i in range(5)]
+    tasks = []
+    for n in names:  # unscored (predictor error): neutral key, so arrival order
+        tasks.append(asyncio.ensure_future(client.chat.completions.create(
+            model="m", messages=msg(("long " if n in ("u1", "u3") else "short ") + n), extra_headers=rid(n))))
+        await until(lambda: q.waiting == len(tasks))
+    await _finish(blocker)
+    await asyncio.gather(*tasks)
+    assert served_ids(emu)[1:] == names
+    assert q.stats.fallback >= len(names)
+
+    # a body that is not JSON is still sent (the backend answers it; the wrapper never fails it)
+    t = openai_sjf.transport_of(client)
+    with pytest.raises(openai.BadRequestError):
+        await client.post("/chat/completions", cast_to=object, content=b"this is not json")
+    assert t.stats.unparsable == 1 and emu.stats()["bad_requests"] == 1
+    assert q.in_flight == 0 and q.waiting == 0
+
+
+class RejectingScheduler(Scheduler):
+    """A scheduler whose overload control rejects requests marked ``x-test-overload``."""
+
+    def ticket(self, backend, body, endpoint="chat/completions", headers=None, arrival=None, prediction=None):
+        if headers is not None and headers.get("x-test-overload"):
+            raise AdmissionRejected(0.01, "queue_depth", str(backend))
+        return super().ticket(backend, body, endpoint, headers, arrival, prediction)
+
+
+@pytest.mark.parametrize("retry_rejected, attempts", [(False, 1), (True, 3)])
+async def test_overload_rejection_is_a_rate_limit_error(emulator_factory, retry_rejected, attempts):
+    emu = await emulator_factory(tokens_per_s=4000)
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=2),
+                             scheduler=RejectingScheduler(predictor=KeywordPredictor()), retry_rejected=retry_rejected)
+    with pytest.raises(openai.RateLimitError) as err:
+        await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={"x-test-overload": "1"})
+    assert err.value.status_code == 429
+    assert err.value.response.headers["retry-after"] == "1"
+    assert err.value.body["code"] == "sjf_admission_rejected"
+    assert openai_sjf.transport_of(client).stats.rejected == attempts
+    assert emu.stats()["received"] == 0
+    r = await client.chat.completions.create(model="m", messages=msg("short"))
+    assert r.choices[0].message.content
+
+
+# ---- sharing one queue per base_url ---------------------------------------------------------------
+async def test_clients_of_one_base_url_share_one_queue(emulator_factory, fresh_registry):
+    emu = await emulator_factory(tokens_per_s=3000, slots=4)
+    a = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="a"), slots=1, predictor=KeywordPredictor())
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        b = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url + "/", api_key="b"), slots=3)
+    assert any("ignored" in str(x.message) for x in w)
+    assert openai_sjf.queue_of(a) is openai_sjf.queue_of(b)
+    assert openai_sjf.queue_of(a).slots == 1
+    await asyncio.gather(*(c.chat.completions.create(model="m", messages=msg(f"short {i}"))
+                           for i, c in enumerate([a, b] * 5)))
+    assert emu.stats()["max_in_flight"] == 1 and emu.stats()["served"] == 10
+    other = await emulator_factory(tokens_per_s=3000)
+    c = openai_sjf.wrap(openai.AsyncOpenAI(base_url=other.base_url, api_key="c"), slots=2, predictor=KeywordPredictor())
+    assert openai_sjf.queue_of(c) is not openai_sjf.queue_of(a) and openai_sjf.queue_of(c).slots == 2
