@@ -4,10 +4,14 @@ and the families are served over HTTP (start_metrics_server)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from sjf_core import Prediction, Scheduler
 from sjf_core.metrics import PrometheusMetrics, backend_label, start_metrics_server
@@ -156,3 +160,39 @@ async def test_metrics_server_serves_the_families(reg, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_default_listener_on_unless_disabled(reg, monkeypatch):
+    monkeypatch.delenv("SJF_METRICS", raising=False)
+    monkeypatch.delenv("SJF_METRICS_PORT", raising=False)
+    assert any(isinstance(x, PrometheusMetrics) and x.registry is REGISTRY for x in Scheduler(predictor=None).listeners)
+    mine = PrometheusMetrics(reg)
+    assert [x for x in Scheduler(predictor=None, listeners=[mine]).listeners if isinstance(x, PrometheusMetrics)] == [mine]
+    monkeypatch.setenv("SJF_METRICS", "off")
+    assert not any(isinstance(x, PrometheusMetrics) for x in Scheduler(predictor=None).listeners)
+
+
+def test_sjf_metrics_port_serves_default_registry_in_a_fresh_process(tmp_path):
+    """A process that only sets SJF_METRICS_PORT (e.g. an OpenAI-wrapper app) gets /metrics."""
+    port = free_port()
+    code = (
+        "import asyncio, urllib.request\n"
+        "from sjf_core import Scheduler\n"
+        "s = Scheduler(predictor=None)\n"
+        "async def go():\n"
+        "    async with s.ticket('http://127.0.0.1:9/v1', {'messages': []}):\n"
+        "        pass\n"
+        "asyncio.run(go())\n"
+        f"print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=10).read().decode())\n"
+    )
+    env = {**os.environ, "SJF_METRICS_PORT": str(port), "SJF_PLUGINS": "none"}
+    env.pop("SJF_METRICS", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert 'sjf_admissions_total{backend="http://127.0.0.1:9/v1",predicted_class="unscored"} 1.0' in out.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -420,6 +420,9 @@ def _backend(queue: Any) -> str:
 def install_plugins(scheduler: Any, plugins: Any = None) -> pluggy.PluginManager | None:
     """Wire plugins into a :class:`~sjf_core.scheduler.Scheduler` (called by its constructor).
 
+    Also adds the default Prometheus metrics listener
+    (:func:`sjf_core.metrics.install_default_metrics`; ``SJF_METRICS=off`` to skip).
+
     Args:
         scheduler: the scheduler, before any queue is created.
         plugins: None (follow ``$SJF_PLUGINS``), False (none), "auto", a list of plugin
@@ -432,6 +435,9 @@ def install_plugins(scheduler: Any, plugins: Any = None) -> pluggy.PluginManager
     Raises:
         TypeError: ``plugins`` is of an unsupported type.
     """
+    from .metrics import install_default_metrics
+
+    install_default_metrics(scheduler.listeners)
     if plugins is False:
         return None
     if isinstance(plugins, pluggy.PluginManager):

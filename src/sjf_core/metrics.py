@@ -46,6 +46,12 @@ Where they are exposed:
 * **Anywhere else** (the OpenAI wrapper, scripts): :func:`start_metrics_server` serves
   the registry on ``SJF_METRICS_PORT`` (127.0.0.1 by default, ``SJF_METRICS_ADDR`` to
   change it), or pass your own ``CollectorRegistry`` and expose it as you like.
+
+**Default.** Every :class:`~sjf_core.scheduler.Scheduler` built without a
+:class:`PrometheusMetrics` among its listeners gets one on the default ``REGISTRY``
+(:func:`install_default_metrics`), unless ``SJF_METRICS=off``. When
+``SJF_METRICS_PORT`` is set, the first such scheduler of the process also starts the
+HTTP server on that port.
 """
 
 from __future__ import annotations
@@ -67,10 +73,12 @@ from .entry import CLASS_NAMES, Entry, class_of_tokens
 log = logging.getLogger("sjf_core.metrics")
 
 __all__ = [
-    "PrometheusMetrics", "backend_label", "start_metrics_server",
+    "PrometheusMetrics", "backend_label", "start_metrics_server", "install_default_metrics", "METRICS_ENV",
     "QUEUE_WAIT_BUCKETS_S", "PREDICTOR_LATENCY_BUCKETS_S", "METRICS_PORT_ENV", "METRICS_ADDR_ENV",
 ]
 
+#: Environment variable turning the default metrics listener off ("off", "0", "false", "none").
+METRICS_ENV = "SJF_METRICS"
 #: Environment variable holding the port of :func:`start_metrics_server`.
 METRICS_PORT_ENV = "SJF_METRICS_PORT"
 #: Environment variable holding the bind address of :func:`start_metrics_server`.
@@ -295,3 +303,37 @@ def start_metrics_server(port: int | None = None, addr: str | None = None,
         port = int(env)
     addr = addr or os.environ.get(METRICS_ADDR_ENV, "").strip() or "127.0.0.1"
     return start_http_server(int(port), addr=addr, registry=REGISTRY if registry is None else registry)
+
+
+_server_lock = threading.Lock()
+_server_started = False
+
+
+def install_default_metrics(listeners: list) -> PrometheusMetrics | None:
+    """Append a :class:`PrometheusMetrics` on the default registry to ``listeners``.
+
+    Does nothing when ``$SJF_METRICS`` is off or a :class:`PrometheusMetrics` is
+    already there. Starts :func:`start_metrics_server` once per process when
+    ``$SJF_METRICS_PORT`` is set (a port that cannot be bound is logged, not raised).
+
+    Returns:
+        The listener added, or None.
+    """
+    if os.environ.get(METRICS_ENV, "on").strip().lower() in ("off", "0", "false", "no", "none"):
+        return None
+    if any(isinstance(x, PrometheusMetrics) for x in listeners):
+        return None
+    m = PrometheusMetrics()
+    listeners.append(m)
+    global _server_started
+    if os.environ.get(METRICS_PORT_ENV, "").strip() and not _server_started:
+        with _server_lock:
+            if not _server_started:
+                _server_started = True
+                try:
+                    server, _ = start_metrics_server()
+                    log.info("sjf metrics served on http://%s:%d/metrics", server.server_address[0], server.server_port)
+                except (OSError, ValueError) as exc:
+                    log.error("sjf metrics server could not start on %s=%s (%s)", METRICS_PORT_ENV,
+                              os.environ.get(METRICS_PORT_ENV), type(exc).__name__)
+    return m
