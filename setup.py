@@ -1,0 +1,14 @@
+"""Package layout (everything else is in pyproject.toml).
+
+Packages are discovered under ``src/`` (namespace discovery, as pyproject's
+``packages.find`` would do), and the top-level ``models/`` folder is added as the
+package ``sjf_core._models`` so the shipped predictor models install with a regular
+wheel as well as with an editable install.
+"""
+
+from setuptools import find_namespace_packages, setup
+
+setup(
+    packages=find_namespace_packages(where="src") + ["sjf_core._models"],
+    package_dir={"": "src", "sjf_core._models": "models"},
+)

@@ -1,0 +1,306 @@
+"""Prompt-only answer-length predictor: features -> ONNX model -> :class:`Prediction`.
+
+A model file is an ONNX graph with one float32 input ``[N, F]`` and either
+
+* **classifier** outputs: class probabilities ``[N, 3]`` = [P(Short), P(Medium), P(Long)]
+  (a plain tensor, or the ``seq(map(int64, float))`` that onnxmltools' ZipMap gives),
+  usually beside a ``label`` output that is ignored; or
+* **regressor** output: ``[N, 1]`` (or ``[N]``) predicted ``ln(1 + answer_tokens)``.
+
+The file records how to read it in ONNX ``metadata_props`` (keys below). A file
+without them (such as the paper's published Model A) is read as a ``v1``
+classifier with bounds 200/800 (paper §4.1).
+
+====================  =======================================================
+key                   value
+====================  =======================================================
+``sjf.feature_layout``  ``v1`` (paper, 19 features) or ``v2`` (ours)
+``sjf.model_kind``      ``classifier`` or ``regressor``
+``sjf.class_bounds``    ``"200,800"``: Short < 200 <= Medium < 800 <= Long tokens
+``sjf.log_sigma``       regressor only: residual std of ln(1+tokens) on validation
+====================  =======================================================
+
+For a regressor with prediction μ and residual σ, the class probabilities come
+from ln(1+tokens) ~ Normal(μ, σ), and ``expected_tokens`` is the log-normal mean
+``exp(μ + σ²/2) − 1``.
+
+Runtime: onnxruntime, one :class:`onnxruntime.InferenceSession` per process per
+model path (cached), ``intra_op_num_threads=1``, ``inter_op_num_threads=1``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass
+import importlib.util
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
+from .layouts import Layout, get_layout
+from .prediction import TYPICAL_TOKENS, Prediction
+
+__all__ = [
+    "Predictor", "PredictorError", "ModelInfo", "load_predictor", "default_model_path", "read_model_info",
+    "META_LAYOUT", "META_KIND", "META_BOUNDS", "META_SIGMA", "DEFAULT_MODEL_FILE",
+]
+
+META_LAYOUT = "sjf.feature_layout"
+META_KIND = "sjf.model_kind"
+META_BOUNDS = "sjf.class_bounds"
+META_SIGMA = "sjf.log_sigma"
+
+#: File name of the shipped default model inside ``models/`` (package ``sjf_core._models``).
+DEFAULT_MODEL_FILE = "default.onnx"
+
+_TYPICAL = np.asarray(TYPICAL_TOKENS, dtype=np.float64)
+
+
+class PredictorError(Exception):
+    """A model file is missing, unreadable, corrupt, or of an unknown layout.
+
+    The message names the model path; it never contains prompt text.
+    """
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """How to read one model file.
+
+    Attributes:
+        path: absolute model path.
+        layout: feature layout name ("v1", "v2").
+        kind: "classifier" or "regressor".
+        bounds: (Short max, Long min) answer tokens, default (200, 800).
+        log_sigma: regressor residual std of ln(1+tokens) (> 0); unused for classifiers.
+        metadata: all ONNX metadata_props.
+    """
+
+    path: str
+    layout: str
+    kind: str
+    bounds: tuple[float, float]
+    log_sigma: float
+    metadata: dict
+
+
+def _models_dir() -> Path:
+    """Where the shipped models live: the ``sjf_core._models`` package (wheel
+    install) or the repository's top-level ``models/`` (source checkout)."""
+    try:
+        spec = importlib.util.find_spec("sjf_core._models")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(loc) / DEFAULT_MODEL_FILE).is_file():
+            return Path(loc)
+    return Path(__file__).resolve().parents[2] / "models"
+
+
+def default_model_path() -> Path:
+    """Path of the shipped default model (``models/default.onnx``)."""
+    return _models_dir() / DEFAULT_MODEL_FILE
+
+
+def read_model_info(path, metadata: dict) -> ModelInfo:
+    """Interpret a model's metadata_props (missing keys: a v1 classifier, bounds 200/800)."""
+    layout = metadata.get(META_LAYOUT, "v1")
+    kind = metadata.get(META_KIND, "classifier")
+    if kind not in ("classifier", "regressor"):
+        raise PredictorError(f"model {path}: unknown {META_KIND} {kind!r}")
+    try:
+        lo, hi = (float(x) for x in metadata.get(META_BOUNDS, f"{SHORT_MAX_TOKENS},{LONG_MIN_TOKENS}").split(","))
+        sigma = float(metadata.get(META_SIGMA, "1.0"))
+    except ValueError as exc:
+        raise PredictorError(f"model {path}: bad metadata ({exc})") from None
+    if not (0 < lo < hi) or not (sigma > 0 and math.isfinite(sigma)):
+        raise PredictorError(f"model {path}: bad class bounds or log_sigma in metadata")
+    return ModelInfo(str(path), layout, kind, (lo, hi), sigma, dict(metadata))
+
+
+def _norm_sf(z: np.ndarray) -> np.ndarray:
+    """Standard normal survival function 1 − Φ(z), accurate in the far tail."""
+    from math import erfc, sqrt
+
+    return np.fromiter((0.5 * erfc(v / sqrt(2.0)) for v in z.ravel()), dtype=np.float64, count=z.size).reshape(z.shape)
+
+
+class Predictor:
+    """A loaded length model. Thread-safe; use :func:`load_predictor` to get one.
+
+    Attributes:
+        info: :class:`ModelInfo` of the model file.
+        layout: the :class:`~sjf_core.layouts.Layout` its inputs follow.
+    """
+
+    def __init__(self, path, session, info: ModelInfo, layout: Layout):
+        self.path = str(path)
+        self.info = info
+        self.layout = layout
+        self._session = session
+        self._input = session.get_inputs()[0].name
+        outs = session.get_outputs()
+        if info.kind == "classifier":
+            names = [o.name for o in outs]
+            pick = "probabilities" if "probabilities" in names else None
+            if pick is None:
+                for o in outs:
+                    if "float" in str(o.type) and o.name != "label":
+                        pick = o.name
+                        break
+            if pick is None:
+                raise PredictorError(f"model {path}: no probability output among {names}")
+            self._output = pick
+        else:
+            self._output = outs[0].name
+
+    # ---- raw model outputs -----------------------------------------------------------
+    def _run(self, x: np.ndarray) -> np.ndarray:
+        """Run the model on features ``x`` [N, F] float32; classifier -> [N, 3], regressor -> [N]."""
+        y = self._session.run([self._output], {self._input: x})[0]
+        if self.info.kind == "regressor":
+            return np.asarray(y, dtype=np.float64).reshape(len(x))
+        if isinstance(y, list):  # ZipMap: a list of {class: prob} dicts
+            y = np.array([[float(d[k]) for k in sorted(d)] for d in y], dtype=np.float32)
+        y = np.asarray(y, dtype=np.float32)
+        if y.ndim != 2 or y.shape[1] != 3:
+            raise PredictorError(f"model {self.path}: probability output has shape {y.shape}, expected [N, 3]")
+        return y
+
+    def features_many(self, texts: Sequence[str]) -> np.ndarray:
+        """Features of ``texts`` in this model's layout: float32 [N, F]."""
+        return self.layout.extract_many(texts)
+
+    def _probs_from_log(self, mu: np.ndarray) -> np.ndarray:
+        lo, hi = self.info.bounds
+        s = self.info.log_sigma
+        p_ge_lo = _norm_sf((math.log1p(lo) - mu) / s)
+        p_ge_hi = _norm_sf((math.log1p(hi) - mu) / s)
+        return np.stack([1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi], axis=1)
+
+    def _expected_from_log(self, mu: np.ndarray) -> np.ndarray:
+        return np.expm1(mu + 0.5 * self.info.log_sigma ** 2)
+
+    # ---- public API ------------------------------------------------------------------
+    def predict_features(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Probabilities [N, 3] float32 and expected tokens [N] float64 from features [N, F]."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.layout.n_features:
+            raise ValueError(f"features must have shape [N, {self.layout.n_features}], got {x.shape}")
+        if len(x) == 0:
+            return np.zeros((0, 3), np.float32), np.zeros(0)
+        y = self._run(x)
+        if self.info.kind == "regressor":
+            return self._probs_from_log(y).astype(np.float32), self._expected_from_log(y)
+        return y, y.astype(np.float64) @ _TYPICAL
+
+    def predict(self, text: str) -> Prediction:
+        """Predicted answer length of one prompt.
+
+        Args:
+            text: the scored prompt text (str).
+
+        Returns:
+            :class:`Prediction` with p_short, p_medium, p_long, label and
+            expected_tokens (answer tokens, float >= 0).
+
+        Raises:
+            TypeError: ``text`` is not a str.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        x = self.layout.extract(text).reshape(1, -1)
+        probs, expected = self.predict_features(x)
+        return Prediction.from_probs(probs[0], max(0.0, float(expected[0])))
+
+    def predict_many(self, texts: Sequence[str]) -> np.ndarray:
+        """Class probabilities of many prompts: float32 [N, 3] = [P(Short), P(Medium), P(Long)]."""
+        return self.predict_features(self.features_many(texts))[0]
+
+    def score_many(self, texts: Sequence[str]) -> np.ndarray:
+        """The ordering key of many prompts, higher = longer: float64 [N].
+
+        For a regressor: expected answer tokens (seed 003 "magnitude prior").
+        For a classifier: P(Long) (paper §3.3), the key of the ``sjf`` policy.
+        """
+        return self.score_features(self.features_many(texts))
+
+    def score_features(self, x: np.ndarray) -> np.ndarray:
+        """:meth:`score_many` from precomputed features [N, F]: float64 [N]."""
+        probs, expected = self.predict_features(x)
+        if self.info.kind == "regressor":
+            return expected
+        return probs[:, 2].astype(np.float64)
+
+    def __repr__(self) -> str:
+        return f"Predictor({self.path!r}, layout={self.info.layout}, kind={self.info.kind})"
+
+
+_cache: dict[str, Predictor] = {}
+_lock = threading.Lock()
+
+
+def _open(path: Path) -> Predictor:
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:  # pragma: no cover - a hard dependency
+        raise PredictorError(f"onnxruntime is not installed; cannot load {path}") from exc
+    if not path.is_file():
+        raise PredictorError(f"model file not found: {path}")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise PredictorError(f"model file {path} could not be loaded by onnxruntime: {type(exc).__name__}: "
+                             f"{str(exc)[:300]}") from None
+    meta = dict(session.get_modelmeta().custom_metadata_map or {})
+    info = read_model_info(path, meta)
+    try:
+        layout = get_layout(info.layout)
+    except ValueError as exc:
+        raise PredictorError(f"model {path}: {exc}") from None
+    inputs = session.get_inputs()
+    if len(inputs) != 1:
+        raise PredictorError(f"model {path}: expected one input, found {len(inputs)}")
+    width = inputs[0].shape[-1] if inputs[0].shape else None
+    if isinstance(width, int) and width != layout.n_features:
+        raise PredictorError(f"model {path}: input width {width} does not match layout "
+                             f"{info.layout} ({layout.n_features} features)")
+    return Predictor(path, session, info, layout)
+
+
+def load_predictor(path: str | os.PathLike | None = None) -> Predictor:
+    """Load a length model, once per process per path (later calls return the same object).
+
+    Args:
+        path: an ONNX model file; None loads the shipped default (:func:`default_model_path`).
+
+    Returns:
+        :class:`Predictor`.
+
+    Raises:
+        PredictorError: the file is missing or corrupt, or its layout/kind is unknown.
+    """
+    p = Path(path) if path is not None else default_model_path()
+    try:
+        key = str(p.resolve())
+    except OSError:
+        key = str(p.absolute())
+    pred = _cache.get(key)
+    if pred is not None:
+        return pred
+    with _lock:
+        pred = _cache.get(key)
+        if pred is None:
+            pred = _open(Path(key))
+            _cache[key] = pred
+    return pred

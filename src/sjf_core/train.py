@@ -1,0 +1,253 @@
+"""Train a length predictor with XGBoost and export it to ONNX with its model card.
+
+Two model kinds (issue 3):
+
+* ``classifier``: 3-class softmax on Short/Medium/Long (paper §4.3 preset ``paper``:
+  300 trees, depth 6, learning rate 0.1, seed 42), classes balanced by sample weight as in
+  the paper's balanced training sets. Ordering key: P(Long).
+* ``regressor``: squared error on ln(1 + answer tokens) (the ranking-oriented objective);
+  ordering key: expected answer tokens. Its residual std on validation becomes
+  ``sjf.log_sigma`` so the predictor can turn μ into class probabilities.
+
+Data handling (split by prompt, cross-file de-duplication, one label per prompt) is in
+:mod:`sjf_core.train_data`. Needs the ``train`` extra (xgboost, onnxmltools, onnx, scipy).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS, class_of_tokens
+from .layouts import get_layout
+from .predictor import META_BOUNDS, META_KIND, META_LAYOUT, META_SIGMA
+from .train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset
+
+__all__ = ["PRESETS", "TrainConfig", "featurize_groups", "fit", "export_onnx", "train_model"]
+
+#: XGBoost hyper-parameter presets. ``paper`` is the paper's §4.3 replication preset.
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"kind": "classifier", "n_estimators": 300, "max_depth": 6, "learning_rate": 0.1, "random_state": 42},
+    "rank": {"kind": "regressor", "n_estimators": 600, "max_depth": 6, "learning_rate": 0.05, "random_state": 42,
+             "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2.0, "reg_lambda": 2.0,
+             "early_stopping_rounds": 60},
+}
+
+
+@dataclass
+class TrainConfig:
+    """What to train.
+
+    Attributes:
+        name: model name (file ``<out_dir>/<name>.onnx`` and ``<name>.json`` card).
+        kind: "classifier" or "regressor".
+        layout: feature layout ("v1", "v2").
+        params: XGBoost parameters (see :data:`PRESETS`).
+        nthread: XGBoost threads (keep 1–2 on a shared machine).
+        balance: classifier only: weight classes equally.
+        base: path of a base model to continue boosting from (domain retraining), or None.
+    """
+
+    name: str
+    kind: str = "classifier"
+    layout: str = "v1"
+    params: dict = field(default_factory=dict)
+    nthread: int = 2
+    balance: bool = True
+    base: str | None = None
+
+
+def featurize_groups(ds: Dataset, keys: Sequence[str], layout: str, progress: bool = False) -> np.ndarray:
+    """Features of one example per prompt group: float32 [len(keys), F].
+
+    Production-log groups use their logged features (they must be in ``layout``).
+
+    Raises:
+        ValueError: a logged row's layout differs from ``layout``.
+    """
+    lay = get_layout(layout)
+    X = np.zeros((len(keys), lay.n_features), dtype=np.float32)
+    it = enumerate(keys)
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(it, total=len(keys), desc=f"features {layout}", unit="prompt", leave=False)
+    for i, k in it:
+        r = ds.group_example(k)
+        if r.prompt is not None:
+            X[i] = lay.extract(r.prompt)
+        else:
+            if r.layout != layout or r.features is None or len(r.features) != lay.n_features:
+                raise ValueError(f"logged features of layout {r.layout!r} cannot train a {layout} model")
+            X[i] = r.features
+    return X
+
+
+def _progress_callback(total: int, desc: str):
+    import xgboost as xgb
+    from tqdm import tqdm
+
+    class _Bar(xgb.callback.TrainingCallback):
+        def before_training(self, model):
+            self.bar = tqdm(total=total, desc=desc, unit="tree", leave=False)
+            return model
+
+        def after_iteration(self, model, epoch, evals_log):
+            self.bar.update(1)
+            return False
+
+        def after_training(self, model):
+            self.bar.close()
+            return model
+
+    return _Bar()
+
+
+def _class_weights(y_cls: np.ndarray) -> np.ndarray:
+    counts = np.bincount(y_cls, minlength=3).astype(np.float64)
+    w = np.where(counts > 0, len(y_cls) / (3.0 * np.maximum(counts, 1)), 0.0)
+    return w[y_cls]
+
+
+def fit(cfg: TrainConfig, X: np.ndarray, y_log: np.ndarray, X_val: np.ndarray | None = None,
+        y_val_log: np.ndarray | None = None, progress: bool = True, base_model=None,
+        sample_weight: np.ndarray | None = None):
+    """Fit an XGBoost model on features ``X`` [N, F] and targets ln(1 + tokens) [N].
+
+    Returns:
+        (fitted sklearn-API XGBoost model, log_sigma) — log_sigma is the regressor's
+        validation residual std of ln(1 + tokens) (1.0 for classifiers).
+    """
+    import xgboost as xgb
+
+    params = dict(cfg.params)
+    params.pop("kind", None)
+    es = params.pop("early_stopping_rounds", None)
+    n_trees = int(params.get("n_estimators", 100))
+    callbacks = [_progress_callback(n_trees, f"train {cfg.name}")] if progress else None
+    common = dict(n_jobs=cfg.nthread, tree_method="hist", callbacks=callbacks)
+    if es is not None and X_val is not None and len(X_val) > 0:
+        common["early_stopping_rounds"] = int(es)
+    if cfg.kind == "classifier":
+        y = np.array([class_of_tokens(math.expm1(v)) for v in y_log], dtype=np.int64)
+        w = _class_weights(y) if cfg.balance else None
+        if sample_weight is not None:
+            w = sample_weight if w is None else w * sample_weight
+        model = xgb.XGBClassifier(objective="multi:softprob", num_class=3, eval_metric="mlogloss", **common, **params)
+        eval_set = None
+        if X_val is not None and len(X_val) > 0:
+            yv = np.array([class_of_tokens(math.expm1(v)) for v in y_val_log], dtype=np.int64)
+            eval_set = [(X_val, yv)]
+        model.fit(X, y, sample_weight=w, eval_set=eval_set, verbose=False, xgb_model=base_model)
+        return model, 1.0
+    if cfg.kind != "regressor":
+        raise ValueError(f"unknown model kind {cfg.kind!r}")
+    model = xgb.XGBRegressor(objective="reg:squarederror", eval_metric="rmse", **common, **params)
+    eval_set = [(X_val, y_val_log)] if X_val is not None and len(X_val) > 0 else None
+    model.fit(X, y_log, sample_weight=sample_weight, eval_set=eval_set, verbose=False, xgb_model=base_model)
+    if X_val is not None and len(X_val) > 1:
+        resid = model.predict(X_val) - y_val_log
+    else:
+        resid = model.predict(X) - y_log
+    sigma = float(np.sqrt(np.mean(resid ** 2))) if len(resid) else 1.0
+    return model, max(sigma, 0.05)
+
+
+def export_onnx(model, kind: str, layout: str, n_features: int, path: str | Path, log_sigma: float = 1.0,
+                extra_meta: dict | None = None) -> Path:
+    """Convert a fitted XGBoost model to ONNX (onnxmltools) with the ``sjf.*`` metadata.
+
+    The input is ``float_input`` float32 [N, n_features]; a classifier outputs ``label`` and
+    ``probabilities`` [N, 3], a regressor ``variable`` [N, 1] = ln(1 + tokens).
+    """
+    import onnx
+    from onnxmltools import convert_xgboost
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    onx = convert_xgboost(model, initial_types=[("float_input", FloatTensorType([None, n_features]))],
+                          target_opset=15)
+    meta = {META_LAYOUT: layout, META_KIND: kind, META_BOUNDS: f"{SHORT_MAX_TOKENS},{LONG_MIN_TOKENS}"}
+    if kind == "regressor":
+        meta[META_SIGMA] = f"{log_sigma:.6f}"
+    meta.update({k: str(v) for k, v in (extra_meta or {}).items()})
+    onnx.helper.set_model_props(onx, meta)
+    onx.producer_name = "clairvoyant-sjf"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(onx, str(path))
+    return path
+
+
+def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bool = True,
+                evaluate_fn=None, data_stats: dict | None = None) -> dict:
+    """Train on the train split, early-stop on validation, export, and write the model card.
+
+    Args:
+        cfg: :class:`TrainConfig`.
+        ds: the :class:`~sjf_core.train_data.Dataset` (fixed split by prompt).
+        out_dir: directory for ``<name>.onnx``, ``<name>.json`` (card) and
+            ``<name>.xgb.ubj`` (the booster, for ``--base`` continued training).
+        evaluate_fn: callable(model_path) -> metrics dict on the held-out test split.
+
+    Returns:
+        The model card (dict), also written to ``<out_dir>/<name>.json``.
+    """
+    import xgboost as xgb
+
+    t0 = time.time()
+    lay = get_layout(cfg.layout)
+    tr_keys, va_keys = ds.keys("train"), ds.keys("val")
+    X = featurize_groups(ds, tr_keys, cfg.layout, progress)
+    y = np.array([ds.group_target(k) for k in tr_keys])
+    Xv = featurize_groups(ds, va_keys, cfg.layout, progress)
+    yv = np.array([ds.group_target(k) for k in va_keys])
+    base_booster = None
+    if cfg.base:
+        bpath = Path(cfg.base)
+        booster_file = bpath.with_suffix(".xgb.ubj") if bpath.suffix == ".onnx" else bpath
+        if not booster_file.is_file():
+            raise FileNotFoundError(f"--base needs the XGBoost booster saved beside the model: {booster_file} "
+                                    "(models trained by `sjf train` have one; published ONNX-only models do not)")
+        base_booster = xgb.Booster()
+        base_booster.load_model(str(booster_file))
+    model, sigma = fit(cfg, X, y, Xv, yv, progress=progress, base_model=base_booster)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    onnx_path = out_dir / f"{cfg.name}.onnx"
+    export_onnx(model, cfg.kind, cfg.layout, lay.n_features, onnx_path, sigma,
+                {"sjf.name": cfg.name, "sjf.target": "log1p_tokens" if cfg.kind == "regressor" else "class"})
+    model.get_booster().save_model(str(out_dir / f"{cfg.name}.xgb.ubj"))
+    best_it = getattr(model, "best_iteration", None)
+    card = {
+        "name": cfg.name,
+        "file": onnx_path.name,
+        "created_by": "sjf train (clairvoyant-sjf)",
+        "kind": cfg.kind,
+        "objective": "multi:softprob (3 classes)" if cfg.kind == "classifier" else "reg:squarederror on ln(1 + answer tokens)",
+        "score": "P(Long)" if cfg.kind == "classifier" else "expected answer tokens (log-normal mean)",
+        "feature_layout": {"name": cfg.layout, "n_features": lay.n_features, "names": list(lay.names)},
+        "class_bounds_tokens": {"short_lt": SHORT_MAX_TOKENS, "long_ge": LONG_MIN_TOKENS,
+                                "tokens": "len(answer) // 4 (paper §3.2)"},
+        "params": {k: v for k, v in cfg.params.items()},
+        "best_iteration": int(best_it) if best_it is not None else None,
+        "log_sigma": sigma if cfg.kind == "regressor" else None,
+        "base_model": cfg.base,
+        "split": {"by": "prompt (whitespace-normalised), across files", "seed": SPLIT_SEED,
+                  "test_fraction": TEST_FRACTION, "val_fraction": VAL_FRACTION},
+        "labels": "one example per distinct prompt; target = median ln(1 + answer tokens) over its answers",
+        "training_examples": {"train_prompts": len(tr_keys), "val_prompts": len(va_keys)},
+        "data": {"sources": ds.counts(), "files": data_stats or {}},
+        "train_seconds": round(time.time() - t0, 1),
+    }
+    if evaluate_fn is not None:
+        card["metrics"] = evaluate_fn(str(onnx_path))
+    with open(out_dir / f"{cfg.name}.json", "w") as f:
+        json.dump(card, f, indent=1, sort_keys=False)
+        f.write("\n")
+    return card

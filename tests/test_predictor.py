@@ -1,0 +1,175 @@
+"""The ONNX predictor (sjf_core.predictor): default model, Model A, layouts, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from sjf_core.features import extract_v1_many
+from sjf_core.prediction import Prediction
+from sjf_core.predictor import (META_KIND, META_LAYOUT, PredictorError, default_model_path, load_predictor)
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_A = ROOT / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
+PROMPTS = ["What is 2+2?", "Write a 3000-word short story about a lighthouse keeper, with dialogue.",
+           "Implement a full REST API in Python with Flask, SQL models, tests and docs.", "hi"]
+
+
+def test_default_model_loads_and_predicts():
+    p = load_predictor()
+    assert Path(p.path) == default_model_path().resolve()
+    pred = p.predict("Explain quantum computing in detail")
+    assert isinstance(pred, Prediction)
+    assert pred.p_short + pred.p_medium + pred.p_long == pytest.approx(1.0, abs=1e-5)
+    assert pred.label in ("short", "medium", "long") and pred.expected_tokens >= 0
+    probs = p.predict_many(PROMPTS)
+    assert probs.shape == (4, 3) and probs.dtype == np.float32
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+    scores = p.score_many(PROMPTS)
+    assert scores.shape == (4,)
+    # predict() and predict_many() agree
+    one = p.predict(PROMPTS[1])
+    np.testing.assert_allclose([one.p_short, one.p_medium, one.p_long], probs[1], atol=1e-6)
+
+
+def test_default_model_card_exists_and_matches():
+    import json
+
+    card = json.loads(default_model_path().with_suffix(".json").read_text())
+    p = load_predictor()
+    assert card["feature_layout"]["name"] == p.info.layout
+    assert card["kind"] == p.info.kind
+    assert card["class_bounds_tokens"]["short_lt"] == 200 and card["class_bounds_tokens"]["long_ge"] == 800
+    assert card["metrics"]["sources"]  # held-out ranking accuracy per source
+    assert card["data"]["sources"]
+
+
+def test_default_model_ranks_obvious_cases():
+    p = load_predictor()
+    s = p.score_many(["What is the capital of France?",
+                      "Write a detailed 5000-word essay on the history of Rome, with chapters and sources."])
+    assert s[1] > s[0]
+
+
+def test_model_a_loads_unchanged_as_v1_classifier():
+    p = load_predictor(MODEL_A)
+    assert p.info.layout == "v1" and p.info.kind == "classifier"
+    probs = p.predict_many(PROMPTS)
+    # same numbers as running the published file directly with onnxruntime
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(MODEL_A), providers=["CPUExecutionProvider"])
+    direct = sess.run(["probabilities"], {"float_input": extract_v1_many(PROMPTS)})[0]
+    np.testing.assert_allclose(probs, direct, rtol=1e-6)
+    np.testing.assert_allclose(p.score_many(PROMPTS), direct[:, 2], rtol=1e-6)
+
+
+def test_one_session_per_path():
+    assert load_predictor(MODEL_A) is load_predictor(str(MODEL_A))
+    sess = load_predictor(MODEL_A)._session
+    opts = sess.get_session_options()
+    assert opts.intra_op_num_threads == 1 and opts.inter_op_num_threads == 1
+
+
+def test_missing_model_names_path(tmp_path):
+    missing = tmp_path / "nope.onnx"
+    with pytest.raises(PredictorError, match="nope.onnx"):
+        load_predictor(missing)
+
+
+def test_corrupt_model_names_path(tmp_path):
+    bad = tmp_path / "corrupt.onnx"
+    bad.write_bytes(b"\x08\x07 this is not an onnx model" * 10)
+    with pytest.raises(PredictorError, match="corrupt.onnx"):
+        load_predictor(bad)
+
+
+def _with_meta(src: Path, dst: Path, **meta) -> Path:
+    m = onnx.load(str(src))
+    helper.set_model_props(m, meta)
+    onnx.save(m, str(dst))
+    return dst
+
+
+def test_unknown_layout_or_kind_is_a_clear_error(tmp_path):
+    with pytest.raises(PredictorError, match="v9"):
+        load_predictor(_with_meta(MODEL_A, tmp_path / "v9.onnx", **{META_LAYOUT: "v9"}))
+    with pytest.raises(PredictorError, match="ranker"):
+        load_predictor(_with_meta(MODEL_A, tmp_path / "k.onnx", **{META_KIND: "ranker"}))
+
+
+def test_layout_width_mismatch_is_rejected(tmp_path):
+    pytest.importorskip("sjf_core.features_v2")
+    with pytest.raises(PredictorError, match="input width"):
+        load_predictor(_with_meta(MODEL_A, tmp_path / "w.onnx", **{META_LAYOUT: "v2"}))
+
+
+def test_zipmap_sequence_of_maps_output(tmp_path):
+    """A classifier whose probabilities come as seq(map(int64, float)) (onnxmltools ZipMap)."""
+    m = onnx.load(str(MODEL_A))
+    g = m.graph
+    zip_node = helper.make_node("ZipMap", ["probabilities"], ["output_probability"], domain="ai.onnx.ml",
+                                classlabels_int64s=[0, 1, 2])
+    g.node.append(zip_node)
+    seq_type = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64,
+                                                                          helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    outs = [o for o in g.output if o.name == "label"]
+    del g.output[:]
+    g.output.extend(outs + [helper.make_value_info("output_probability", seq_type)])
+    path = tmp_path / "zipmap.onnx"
+    onnx.save(m, str(path))
+    p = load_predictor(path)
+    np.testing.assert_allclose(p.predict_many(PROMPTS), load_predictor(MODEL_A).predict_many(PROMPTS), rtol=1e-6)
+
+
+def test_regressor_model(tmp_path):
+    """A regressor on ln(1+tokens) gives class probabilities from its residual σ and
+    expected tokens as the ordering key."""
+    xgb = pytest.importorskip("xgboost")
+    from sjf_core.train import export_onnx
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 19)).astype(np.float32) * 100
+    y = np.log1p(X[:, 0] * 10)  # longer prompt -> longer answer
+    model = xgb.XGBRegressor(n_estimators=20, max_depth=3, n_jobs=1).fit(X, y)
+    path = export_onnx(model, "regressor", "v1", 19, tmp_path / "reg.onnx", log_sigma=0.5)
+    p = load_predictor(path)
+    assert p.info.kind == "regressor" and p.info.log_sigma == pytest.approx(0.5)
+    texts = ["short", "x" * 400]
+    probs = p.predict_many(texts)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+    scores = p.score_many(texts)
+    mu = model.predict(extract_v1_many(texts))
+    np.testing.assert_allclose(scores, np.expm1(mu + 0.5 * 0.25), rtol=1e-4)
+    assert scores[1] > scores[0] and probs[1, 2] > probs[0, 2]
+    pred = p.predict(texts[1])
+    assert pred.expected_tokens == pytest.approx(scores[1], rel=1e-4)
+
+
+def test_predict_rejects_non_text():
+    with pytest.raises(TypeError):
+        load_predictor().predict(None)
+
+
+def test_cli_predict_prints_probabilities(capsys):
+    from sjf_core.cli import main
+
+    assert main(["predict", "Write a long story about dragons"]) == 0
+    out = capsys.readouterr().out
+    assert "P(Short)=" in out and "P(Medium)=" in out and "P(Long)=" in out and "expected_tokens=" in out
+    assert main(["predict", "--model", str(MODEL_A), "--json", "What is 2+2?"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    assert set(d) >= {"p_short", "p_medium", "p_long", "label", "expected_tokens"}
+
+
+def test_cli_predict_missing_model_fails_cleanly(tmp_path, capsys):
+    from sjf_core.cli import main
+
+    assert main(["predict", "--model", str(tmp_path / "gone.onnx"), "hello"]) == 1
+    assert "gone.onnx" in capsys.readouterr().err
