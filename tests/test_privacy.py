@@ -8,6 +8,7 @@ the sections below (real proxy subprocess, real SDK, real emulator on 127.0.0.1)
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import tempfile
@@ -133,3 +134,69 @@ async def test_core_never_leaks_the_prompt(sandbox, caplog):
         assert not leaks(str(exc)) and not leaks(repr(exc))
     assert not leaks(generate_latest(reg)) and not leaks(generate_latest(REGISTRY))
     assert_files_clean(list_files(sandbox), "core")
+
+
+OUR_LOGGERS = ("sjf_core", "litellm_sjf", "openai_sjf", "sjf_plugin_example")
+
+
+def our_records(records):
+    return [r for r in records if r.name.split(".")[0] in OUR_LOGGERS]
+
+
+def assert_records_clean(records, label):
+    for r in records:
+        text = r.getMessage() + (r.exc_text or "") + repr(r.args)
+        if r.exc_info:
+            text += logging.Formatter().formatException(r.exc_info)
+        assert not leaks(text), f"canary in a log record of {r.name} at {r.levelname} ({label})"
+
+
+async def test_openai_wrapper_never_leaks_the_prompt(sandbox, caplog, emulator_factory):
+    openai = pytest.importorskip("openai")
+    import openai_sjf
+
+    caplog.set_level(logging.DEBUG)
+    for name in OUR_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    emu = await emulator_factory(tokens_per_s=5000)
+    reg = CollectorRegistry()
+    sched = Scheduler(predictor="default", listeners=[PrometheusMetrics(reg)], plugins=False)
+    raw = openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0)
+    client = openai_sjf.wrap(raw, scheduler=sched)
+    errors: list[BaseException] = []
+
+    async def call(coro_fn):
+        try:
+            return await coro_fn()
+        except Exception as exc:  # noqa: BLE001 - checked below
+            errors.append(exc)
+
+    msgs = [{"role": "user", "content": CANARY}]
+    calls = [
+        lambda: client.chat.completions.create(model="m", messages=msgs),
+        lambda: client.chat.completions.create(model="m", messages=msgs, max_tokens=5),
+        lambda: client.completions.create(model="m", prompt=[CANARY, CANARY]),
+        lambda: client.responses.create(model="m", input=CANARY),
+        lambda: client.post("/chat/completions", cast_to=object, body={"model": "m", "messages": msgs},
+                            options={"timeout": 0.0001}),  # a timeout error path
+        lambda: client.post("/chat/completions", cast_to=object, content=b'{"model": "m", "messages": ' + CANARY.encode(),
+                            options={"headers": {"Content-Type": "application/json"}}),  # malformed JSON
+    ]
+
+    async def stream():
+        s = await client.chat.completions.create(model="m", messages=msgs, stream=True)
+        async for _ in s:
+            break  # abort the stream early
+        await s.close()
+
+    await asyncio.gather(*(call(c) for c in calls), call(stream))
+    q_ok = all(q.in_flight == 0 and q.waiting == 0 for q in sched.queues.values())
+    assert q_ok and sched.queues, "queues must be empty afterwards"
+    assert errors, "the error paths (timeout, malformed JSON) must have run"
+    for exc in errors:
+        assert not leaks(str(exc)) and not leaks(repr(exc)), f"canary in {type(exc).__name__}"
+    assert_records_clean(our_records(caplog.records), "wrapper")
+    assert not leaks(generate_latest(reg)) and not leaks(generate_latest(REGISTRY))
+    assert not leaks(json.dumps(emu.stats()))
+    assert_files_clean(list_files(sandbox), "wrapper")
+    await client.close()
