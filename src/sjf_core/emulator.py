@@ -19,7 +19,7 @@ on (seed, prompt hash), so the same prompt gets the same length in every run.
 
 Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``; streaming SSE
 and not, with ``usage``), ``POST /v1/completions``, ``POST /v1/responses`` (simple),
-``GET /v1/models``, ``GET /health``, ``GET /emulator/stats``, ``POST /emulator/reset``.
+``POST /v1/embeddings`` (answered at once, outside the slots), ``GET /v1/models``, ``GET /health``, ``GET /emulator/stats``, ``POST /emulator/reset``.
 ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens`` cap the answer
 (``finish_reason: "length"``).
 
@@ -260,6 +260,7 @@ class _Stats:
     disconnects_queued: int = 0  # ... while waiting in the FIFO
     completion_tokens: int = 0
     bad_requests: int = 0
+    embeddings: int = 0  # answered at once, outside the slots
     order: list = field(default_factory=list)
 
 
@@ -336,6 +337,7 @@ class Emulator:
             r.add_post(prefix + "/chat/completions", self._chat)
             r.add_post(prefix + "/completions", self._completions)
             r.add_post(prefix + "/responses", self._responses)
+            r.add_post(prefix + "/embeddings", self._embeddings)
             r.add_get(prefix + "/models", self._models)
         r.add_get("/health", self._health)
         r.add_get("/emulator/stats", self._stats_handler)
@@ -407,6 +409,22 @@ class Emulator:
 
     async def _responses(self, request):
         return await self._serve(request, "responses")
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """Embeddings are answered at once (not queued): 8 deterministic floats per input."""
+        try:
+            body = await request.json()
+            inputs = body.get("input")
+        except Exception:
+            return _error(400, "request body must be a JSON object", "invalid_request_error")
+        inputs = inputs if isinstance(inputs, list) else [inputs]
+        data = []
+        for i, x in enumerate(inputs):
+            d = hashlib.sha256(json.dumps(x).encode()).digest()
+            data.append({"object": "embedding", "index": i, "embedding": [b / 255.0 for b in d[:8]]})
+        self._stats.embeddings += 1
+        return web.json_response({"object": "list", "data": data, "model": str(body.get("model") or self.config.model),
+                                  "usage": {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}})
 
     @staticmethod
     def _gone(request: web.Request) -> bool:

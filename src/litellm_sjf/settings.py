@@ -1,0 +1,224 @@
+"""Settings of the LiteLLM plugin: read from an optional file (``SJF_CONFIG``) and env vars.
+
+LiteLLM's ``litellm_settings`` is not free-form, so the plugin reads its own settings.
+Precedence: built-in defaults < the file named by ``SJF_CONFIG`` (YAML or JSON) < env vars.
+
+=========================  ===============================  ==================================================
+env var                    file key                         meaning (default)
+=========================  ===============================  ==================================================
+``SJF_POLICY``             ``policy``                       "sjf" (ascending P(Long)), "sjf-tokens", "fcfs", ...
+``SJF_TAU``                ``tau``                          "3x" (× mean Short service time), seconds, or "off"
+``SJF_PROMOTION``          ``promotion``                    τ promotion rule (core default), e.g. "aging",
+                                                            "strict", "one-in-k"
+``SJF_K``                  ``k``                            the k of "one-in-k"
+``SJF_SLOTS``              ``slots``                        slots per backend (1: a serial backend)
+``SJF_BACKEND_SLOTS``      ``backends: {URL: {slots: N}}``  per-backend slots: JSON ``{"URL": N}`` or ``URL=N,URL=N``
+``SJF_ON_DISCONNECT``      ``on_disconnect`` (also per      "drain" (keep the slot until the backend is done with
+                           backend)                         an orphaned answer) or "release" (free it at once)
+``SJF_LEASE_TTL_S``        ``lease_ttl_s``                  900: a running ticket not released nor renewed in
+                                                            this many seconds is force-released (safety net)
+``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
+``SJF_ORPHAN_HOLD_MAX_S``  ``orphan_hold_max_s``            120: longest hold after an orphaned non-stream call
+``SJF_PREDICTOR``          ``predictor``                    "default" (shipped model), a path to an ONNX model,
+                                                            or "none" (FCFS order)
+``SJF_STATUS_PORT``        ``status_port``                  unset: no status server; N: serve read-only
+                                                            ``GET /sjf/status`` (JSON) on 127.0.0.1:N
+``SJF_SCHEDULER_FACTORY``  ``scheduler_factory``            "module:callable" returning a ready
+                                                            :class:`sjf_core.Scheduler` (overrides the above)
+``SJF_DISABLED``           ``disabled``                     "1": pass every request through untouched
+=========================  ===============================  ==================================================
+
+Backend keys are the deployments' ``api_base`` URLs exactly as in the LiteLLM config
+(a trailing slash is ignored). A bad setting raises :class:`ValueError` naming it when
+the plugin is imported, so the proxy fails at start-up instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from sjf_core.scheduler import backend_key
+
+DISCONNECT_MODES = ("drain", "release")
+
+
+@dataclass
+class PluginSettings:
+    """Plugin settings (see the module docstring for each field)."""
+
+    policy: str = "sjf"
+    tau: Any = "3x"
+    promotion: str | None = None
+    k: int | None = None
+    slots: int = 1
+    backend_slots: dict = field(default_factory=dict)
+    on_disconnect: str = "drain"
+    backend_on_disconnect: dict = field(default_factory=dict)
+    lease_ttl_s: float = 900.0
+    drain_max_s: float = 600.0
+    orphan_hold_max_s: float = 120.0
+    predictor: Any = "default"
+    status_port: int | None = None
+    scheduler_factory: str | None = None
+    disabled: bool = False
+
+    def validate(self) -> "PluginSettings":
+        """Check values; raises ValueError naming the bad setting."""
+        from sjf_core.policies import make_policy
+
+        if int(self.slots) < 1:
+            raise ValueError(f"SJF slots must be >= 1, got {self.slots!r}")
+        for url, n in self.backend_slots.items():
+            if int(n) < 1:
+                raise ValueError(f"SJF slots of backend {url} must be >= 1, got {n!r}")
+        for mode in [self.on_disconnect, *self.backend_on_disconnect.values()]:
+            if mode not in DISCONNECT_MODES:
+                raise ValueError(f"SJF on_disconnect must be one of {DISCONNECT_MODES}, got {mode!r}")
+        for name in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s"):
+            if not float(getattr(self, name)) > 0:
+                raise ValueError(f"SJF {name} must be > 0")
+        if self.scheduler_factory is None:
+            make_policy(self.policy, **self.policy_options())  # raises ValueError on a bad policy/τ/promotion
+        return self
+
+    def policy_options(self) -> dict:
+        """Keyword arguments for :func:`sjf_core.policies.make_policy`."""
+        opts: dict[str, Any] = {"tau": self.tau}
+        if self.promotion:
+            opts["promotion"] = self.promotion
+        if self.k is not None:
+            opts["k"] = int(self.k)
+        return opts
+
+    def on_disconnect_for(self, backend: str) -> str:
+        """The disconnect mode of one backend (its own setting, else the global one)."""
+        return self.backend_on_disconnect.get(backend_key(backend), self.on_disconnect)
+
+
+def _parse_backend_slots(text: str) -> dict:
+    text = text.strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"SJF_BACKEND_SLOTS is not valid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise ValueError("SJF_BACKEND_SLOTS must be a JSON object {URL: slots}")
+        return {backend_key(k): int(v) for k, v in obj.items()}
+    out = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        url, sep, n = item.strip().rpartition("=")
+        if not sep or not url:
+            raise ValueError(f"SJF_BACKEND_SLOTS item {item!r} is not URL=N")
+        out[backend_key(url)] = int(n)
+    return out
+
+
+def _read_file(path: str) -> dict:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ValueError(f"SJF_CONFIG file {path} cannot be read: {exc.strerror}") from None
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:
+        raise ValueError(f"SJF_CONFIG file {path} cannot be parsed: {type(exc).__name__}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"SJF_CONFIG file {path} must hold a mapping")
+    return data
+
+
+def _bool(v: Any) -> bool:
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
+    """Read settings from ``SJF_CONFIG`` and the ``SJF_*`` environment variables.
+
+    Raises:
+        ValueError: an unreadable file or a bad value (the message names the setting).
+    """
+    env = os.environ if env is None else env
+    s = PluginSettings()
+    data: dict = {}
+    if env.get("SJF_CONFIG"):
+        data = _read_file(env["SJF_CONFIG"])
+    known = {"policy", "tau", "promotion", "k", "slots", "backends", "on_disconnect", "lease_ttl_s", "drain_max_s",
+             "orphan_hold_max_s", "predictor", "status_port", "scheduler_factory", "disabled"}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    for key in ("policy", "tau", "promotion", "predictor", "scheduler_factory", "on_disconnect"):
+        if key in data:
+            setattr(s, key, data[key])
+    for key in ("k", "slots", "status_port"):
+        if data.get(key) is not None:
+            setattr(s, key, int(data[key]))
+    for key in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s"):
+        if data.get(key) is not None:
+            setattr(s, key, float(data[key]))
+    if "disabled" in data:
+        s.disabled = _bool(data["disabled"])
+    backends = data.get("backends") or {}
+    if not isinstance(backends, dict):
+        raise ValueError("SJF_CONFIG: 'backends' must map URL -> {slots, on_disconnect}")
+    for url, opts in backends.items():
+        if not isinstance(opts, dict):
+            raise ValueError(f"SJF_CONFIG: backend {url} must map to {{slots, on_disconnect}}")
+        if "slots" in opts:
+            s.backend_slots[backend_key(url)] = int(opts["slots"])
+        if "on_disconnect" in opts:
+            s.backend_on_disconnect[backend_key(url)] = str(opts["on_disconnect"])
+
+    def get(name):
+        v = env.get(name)
+        return v if v is not None and str(v).strip() != "" else None
+
+    try:
+        if get("SJF_POLICY"):
+            s.policy = get("SJF_POLICY").strip()
+        if get("SJF_TAU"):
+            s.tau = get("SJF_TAU").strip()
+        if get("SJF_PROMOTION"):
+            s.promotion = get("SJF_PROMOTION").strip()
+        if get("SJF_K"):
+            s.k = int(get("SJF_K"))
+        if get("SJF_SLOTS"):
+            s.slots = int(get("SJF_SLOTS"))
+        if get("SJF_BACKEND_SLOTS"):
+            s.backend_slots.update(_parse_backend_slots(get("SJF_BACKEND_SLOTS")))
+        if get("SJF_ON_DISCONNECT"):
+            s.on_disconnect = get("SJF_ON_DISCONNECT").strip().lower()
+        for name, attr in (("SJF_LEASE_TTL_S", "lease_ttl_s"), ("SJF_DRAIN_MAX_S", "drain_max_s"),
+                           ("SJF_ORPHAN_HOLD_MAX_S", "orphan_hold_max_s")):
+            if get(name):
+                setattr(s, attr, float(get(name)))
+        if get("SJF_PREDICTOR"):
+            s.predictor = get("SJF_PREDICTOR").strip()
+        if get("SJF_STATUS_PORT"):
+            s.status_port = int(get("SJF_STATUS_PORT"))
+        if get("SJF_SCHEDULER_FACTORY"):
+            s.scheduler_factory = get("SJF_SCHEDULER_FACTORY").strip()
+        if get("SJF_DISABLED"):
+            s.disabled = _bool(get("SJF_DISABLED"))
+    except ValueError as exc:
+        raise ValueError(f"bad SJF_* environment setting: {exc}") from None
+    if isinstance(s.predictor, str) and s.predictor.lower() in ("none", "off", "fcfs"):
+        s.predictor = None
+    return s.validate()
