@@ -10,6 +10,7 @@ written to ``runs/hostile_matrix_<side>.md``.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,10 +79,8 @@ async def test_wrapper_matrix(emulator):
 
 @pytest.fixture(scope="module")
 def proxies(emulator):
-    pytest.importorskip("litellm")
-    plugin = pytest.importorskip("litellm_sjf")
-    if not hasattr(plugin, "proxy_handler_instance"):
-        pytest.skip("litellm_sjf.proxy_handler_instance not built yet")
+    if importlib.util.find_spec("litellm") is None:
+        pytest.skip("the litellm extra is not installed")
     from sjf_core.proxy_runner import LiteLLMProxy, proxy_config
 
     models = {GROUP: [emulator.base_url]}
@@ -102,9 +101,13 @@ def proxies(emulator):
 
 
 async def sjf_gauges(client: httpx.AsyncClient, proxy) -> tuple[float, float, str]:
-    """(sum of sjf_in_flight, sum of sjf_queue_depth, scrape text) from the proxy's /metrics."""
-    r = await client.get(proxy.base_url.rstrip("/") + "/metrics/")
+    """(sum of sjf_in_flight, sum of sjf_queue_depth, scrape text) from the proxy's own /metrics
+    (LiteLLM's prometheus callback; it requires the master key by default)."""
+    r = await client.get(proxy.base_url.rstrip("/") + "/metrics/",
+                         headers={"Authorization": f"Bearer {proxy.master_key}"})
+    assert r.status_code == 200, r.text[:300]
     text = r.text
+    assert "# TYPE sjf_in_flight gauge" in text and "# TYPE sjf_queue_depth gauge" in text
     return (sum(parse_prometheus(text, "sjf_in_flight").values()),
             sum(parse_prometheus(text, "sjf_queue_depth").values()), text)
 
