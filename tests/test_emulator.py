@@ -226,7 +226,8 @@ async def test_stats_reset_and_privacy(emulator_factory):
     async with aiohttp.ClientSession() as s:
         async with s.get(f"http://127.0.0.1:{emu.port}/emulator/stats") as r:
             st = await r.json()
-        assert st["order"] == [{"seq": 1, "hash": short_hash("short one"), "id": "req-7", "tokens": 20, "outcome": "ok"}]
+        assert st["order"] == [{"seq": 1, "hash": short_hash("short one"), "id": "req-7", "tokens": 20, "outcome": "ok",
+                                "keys": ["messages", "model"]}]
         assert "short one" not in json.dumps(st)
         async with s.post(f"http://127.0.0.1:{emu.port}/emulator/reset") as r:
             assert r.status == 200
@@ -295,3 +296,19 @@ def test_cli_emulate_serves(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+async def test_hold_fault_and_release(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=5000, trace_records=[{"prompt": "holder", "answer_tokens": 5, "fault": "hold"}])
+    c = _client(emu)
+    held = asyncio.create_task(c.chat.completions.create(model="m", messages=_msg("holder")))
+    assert await _until(lambda: emu.stats()["held"] == 1)
+    queued = asyncio.create_task(c.chat.completions.create(model="m", messages=_msg("after")))
+    assert await _until(lambda: emu.stats()["waiting"] == 1)
+    assert not held.done() and not queued.done()
+    assert emu.release_holds() == 1
+    r1, r2 = await asyncio.gather(held, queued)
+    assert r1.usage.completion_tokens == 5
+    st = emu.stats()
+    assert [o["hash"] for o in st["order"]] == [short_hash("holder"), short_hash("after")]
+    assert st["order"][0]["keys"] == ["messages", "model"] and st["held"] == 0

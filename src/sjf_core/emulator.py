@@ -27,7 +27,8 @@ Fault injection (a trace line's ``fault`` field, or the request header
 ``x-emulator-fault``): ``"500"`` / ``"503"`` / ``"429"`` (that HTTP status, returned
 once the request holds its slot), ``"drop"`` (close the connection without an answer),
 ``"drop-mid"`` (generate half the answer, streaming it if asked, then drop the
-connection).
+connection), ``"hold"`` (take the slot, then wait until ``POST /emulator/release``
+before generating: lets a test hold the backend busy while it builds a queue).
 
 Client disconnects (``on_disconnect``):
 
@@ -64,7 +65,7 @@ log = logging.getLogger("sjf_core.emulator")
 
 FAULT_HEADER = "x-emulator-fault"
 REQUEST_ID_HEADER = "x-emulator-request-id"
-FAULTS = ("500", "503", "429", "drop", "drop-mid")
+FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold")
 DISCONNECT_MODES = ("stop", "continue")
 _WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do")
 
@@ -327,6 +328,8 @@ class Emulator:
         self.port: int | None = None
         self.host = "127.0.0.1"
         self._t0 = time.monotonic()
+        self._hold: asyncio.Event | None = None
+        self.held = 0
 
     # ---- lifecycle ------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -342,6 +345,7 @@ class Emulator:
         r.add_get("/health", self._health)
         r.add_get("/emulator/stats", self._stats_handler)
         r.add_post("/emulator/reset", self._reset_handler)
+        r.add_post("/emulator/release", self._release_handler)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
@@ -373,10 +377,11 @@ class Emulator:
         """Counters (a JSON-able dict; see ``GET /emulator/stats``). ``order`` lists the
         requests in the order they got a slot: ``{"seq", "hash" (12 hex of the prompt's
         SHA-256), "id" (x-emulator-request-id header or None), "tokens" (planned),
-        "outcome" ("running", "ok", "error", "dropped", "disconnected")}``."""
+        "outcome" ("running", "held", "ok", "error", "dropped", "disconnected"),
+        "keys" (the request body's top-level field names)}``."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
-        d.update(slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
+        d.update(held=self.held, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
                  on_disconnect=self.config.on_disconnect, trace_size=len(self.trace.items))
         return d
 
@@ -392,6 +397,17 @@ class Emulator:
     async def _reset_handler(self, request: web.Request) -> web.Response:
         self.reset()
         return web.json_response({"ok": True})
+
+    def release_holds(self) -> int:
+        """Let every request held by a ``"hold"`` fault go on; returns how many were held."""
+        n = self.held
+        if self._hold is not None:
+            self._hold.set()
+            self._hold = None
+        return n
+
+    async def _release_handler(self, request: web.Request) -> web.Response:
+        return web.json_response({"released": self.release_holds()})
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -474,7 +490,8 @@ class Emulator:
             s.generating += 1
             s.max_generating = max(s.max_generating, s.generating)
             self._seq += 1
-            rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running"}
+            rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
+                   "keys": sorted(body)}
             s.order.append(rec)
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)
@@ -495,6 +512,22 @@ class Emulator:
             s.dropped += 1
             _abort(request)
             return web.Response(status=500)  # never reaches the client
+        if fault == "hold":
+            if self._hold is None:
+                self._hold = asyncio.Event()
+            ev = self._hold
+            self.held += 1
+            rec["outcome"] = "held"
+            waiter = asyncio.ensure_future(ev.wait())
+            try:
+                while not ev.is_set():
+                    if self.config.on_disconnect == "stop" and self._gone(request):
+                        return await self._client_gone(request, n_tokens, rec, 0)
+                    await asyncio.wait([waiter], timeout=self.config.tick_s)
+            finally:
+                waiter.cancel()
+                self.held -= 1
+            rec["outcome"] = "running"
         stop_at = n_tokens // 2 if fault == "drop-mid" else None
         fmt = _Format(endpoint, body, self.config.model, self._seq, prompt_tokens=max(1, len(text) // 4))
         resp = None
@@ -703,6 +736,10 @@ class EmulatorThread:
     def reset(self) -> None:
         """Zero the emulator's counters."""
         self.call(self.emulator.reset)
+
+    def release_holds(self) -> int:
+        """Let requests held by a ``"hold"`` fault go on (see :meth:`Emulator.release_holds`)."""
+        return self.call(self.emulator.release_holds)
 
     def call(self, fn, *args):
         """Run a plain function on the emulator's loop and return its result."""
