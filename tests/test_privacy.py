@@ -200,3 +200,112 @@ async def test_openai_wrapper_never_leaks_the_prompt(sandbox, caplog, emulator_f
     assert not leaks(json.dumps(emu.stats()))
     assert_files_clean(list_files(sandbox), "wrapper")
     await client.close()
+
+
+SITECUSTOMIZE = '''
+import logging, sys
+_h = logging.StreamHandler(sys.stderr)
+_h.setFormatter(logging.Formatter("SJFLOG %(name)s %(levelname)s %(message)s"))
+for _n in ("sjf_core", "litellm_sjf", "openai_sjf"):
+    _l = logging.getLogger(_n)
+    _l.setLevel(logging.DEBUG)
+    _l.addHandler(_h)
+logging.getLogger("sjf_core").debug("debug logging of our packages is on")
+'''
+
+
+async def test_litellm_proxy_never_leaks_the_prompt(sandbox):
+    """A real proxy with the plugin (our loggers at DEBUG to its stderr) and the prometheus
+    callback; canary requests on every path (success, stream, aborted stream, queued
+    disconnect, backend 500, mid-stream drop, malformed JSON, embeddings)."""
+    import importlib.util
+
+    if importlib.util.find_spec("litellm") is None:
+        pytest.skip("the litellm extra is not installed")
+    import httpx
+
+    from sjf_core.emulator import EmulatorConfig, EmulatorThread
+    from sjf_core.proxy_runner import LiteLLMProxy, free_port, proxy_config
+
+    site = sandbox / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    trace = [{"prompt": CANARY + " fault", "answer_tokens": 50, "fault": "500"},
+             {"prompt": CANARY + " drop", "answer_tokens": 400, "fault": "drop-mid"},
+             {"prompt": CANARY + " long", "answer_tokens": 3000},
+             {"prompt": CANARY, "answer_tokens": 120}]
+    emu = EmulatorThread(EmulatorConfig(tokens_per_s=3000, trace_records=trace))
+    status_port = free_port()
+    cfg = proxy_config({"emu": [emu.base_url]}, plugin=True,
+                       litellm_settings={"callbacks": ["prometheus", "litellm_sjf.proxy_handler_instance"]})
+    proxy = LiteLLMProxy(cfg, env={"PYTHONPATH": str(site), "TMPDIR": str(sandbox / "tmp"), "SJF_PLUGINS": "none",
+                                   "SJF_STATUS_PORT": str(status_port)})
+    bodies: list[bytes] = []
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, proxy.start)
+        url = proxy.openai_base_url
+        auth = {"Authorization": f"Bearer {proxy.master_key}"}
+
+        def chat(text, **kw):
+            return {"model": "emu", "messages": [{"role": "user", "content": text}], **kw}
+
+        async with httpx.AsyncClient(timeout=60, headers=auth) as c:
+            async def post(path, **kw):
+                try:
+                    r = await c.post(url + path, **kw)
+                    bodies.append(r.content)
+                except httpx.HTTPError as exc:
+                    bodies.append(str(exc).encode())
+
+            async def aborted_stream():
+                async with c.stream("POST", url + "/chat/completions", json=chat(CANARY + " long", stream=True)) as r:
+                    async for _ in r.aiter_raw():
+                        break  # client goes away mid-stream
+
+            async def queued_then_gone():
+                await asyncio.sleep(0.3)  # behind the long request, then leave while queued
+                try:
+                    await asyncio.wait_for(c.post(url + "/chat/completions", json=chat(CANARY)), 0.5)
+                except asyncio.TimeoutError:
+                    pass
+
+            await asyncio.gather(
+                post("/chat/completions", json=chat(CANARY + " long")),
+                queued_then_gone(),
+                post("/chat/completions", json=chat(CANARY)),
+                post("/chat/completions", json=chat(CANARY, stream=True)),
+                aborted_stream(),
+                post("/chat/completions", json=chat(CANARY + " fault")),
+                post("/chat/completions", json=chat(CANARY + " drop", stream=True)),
+                post("/completions", json={"model": "emu", "prompt": [CANARY, CANARY]}),
+                post("/responses", json={"model": "emu", "input": [{"role": "user", "content": CANARY}]}),
+                post("/embeddings", json={"model": "emu", "input": CANARY}),
+                post("/chat/completions", content=b'{"model": "emu", "messages": [' + CANARY.encode(),
+                     headers={"content-type": "application/json"}),
+                post("/chat/completions", json=chat(CANARY * 15_000)),  # ~1 MB
+            )
+            # let drains and release hooks finish, then read everything the proxy exposes
+            for _ in range(100):
+                if emu.stats()["in_flight"] == 0:
+                    break
+                await asyncio.sleep(0.1)
+            metrics = (await c.get(proxy.base_url + "/metrics/")).text
+            status = (await c.get(f"http://127.0.0.1:{status_port}/sjf/status")).text
+        assert emu.stats()["received"] >= 8
+        assert "sjf_admissions_total" in metrics and not leaks(metrics)
+        assert status and not leaks(status)
+        log = proxy.log_text()
+        assert "SJFLOG sjf_core DEBUG debug logging of our packages is on" in log  # DEBUG capture really on
+        for line in log.splitlines():
+            assert not leaks(line), f"canary in the proxy's stdout/stderr: {line[:200]}"
+        assert_files_clean(list_files(proxy.workdir), "proxy workdir")
+        assert_files_clean(list_files(sandbox), "proxy TMPDIR")
+        assert not leaks(json.dumps(emu.stats()))
+        # error bodies the plugin proxy sent (500 from the backend, malformed JSON) name no prompt text
+        errors = [b for b in bodies if b.startswith(b'{"error"')]
+        assert errors, "the backend-500 and malformed-JSON paths must have produced error bodies"
+        for b in errors:
+            assert not leaks(b), b[:300]
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, proxy.stop)
+        emu.stop()
