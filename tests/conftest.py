@@ -27,3 +27,28 @@ async def emulator_factory():
     for emu in started:
         await emu.stop()
 # ==== end emulator + LiteLLM proxy fixtures =================================================
+
+
+# ==== Redis fixtures (owner: Redis admission store) =========================================
+import pytest
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A real redis-server from PATH on a free 127.0.0.1 port, without persistence, for the
+    whole session. Fails loudly (never skips) if it cannot be started. Tests that restart or
+    kill Redis start their own :class:`tests.redis_server.RedisServer` instead."""
+    from redis_server import RedisServer
+
+    srv = RedisServer().start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """The URL of the session redis-server (each test uses its own backend names)."""
+    if not redis_server.ping():
+        redis_server.start()
+    return redis_server.url
+# ==== end Redis fixtures ====================================================================

@@ -1,0 +1,32 @@
+-- enqueue: ARGV[A] policy key, ARGV[A+1] priority (integer), ARGV[A+2] predicted class
+-- (0/1/2), ARGV[A+3] age at enqueue (s; > 0 for a retry that keeps its arrival),
+-- ARGV[A+4] latest start time relative to now (s; deadline minus expected service) or "".
+-- Returns {id, epoch, arrival, grant or "", in_flight, waiting, tau, next_expiry}.
+local e = epoch()
+local id = string.format('%017.0f', redis.call('INCR', K_SEQ))
+local key, prio, klass = ARGV[A], ARGV[A + 1], ARGV[A + 2]
+local arrival = NOW - tonumber(ARGV[A + 3])
+local level, score = prio, key
+if AGING then
+  local origin, ag = aging_frame(arrival)
+  level = '0'
+  score = num(tonumber(key) + SPAN * ((arrival - origin) / ag - tonumber(prio)))
+end
+redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival))
+redis.call('ZADD', P .. ':q:' .. level, score, id)
+redis.call('ZADD', K_LV, int(-tonumber(level)), level)
+redis.call('ZADD', K_AGE, fmt(arrival), id)
+redis.call('ZADD', K_ALIVE, fmt(NOW + WAITER_TTL), id)
+if ARGV[A + 4] ~= '' then
+  redis.call('ZADD', K_DL, fmt(NOW + tonumber(ARGV[A + 4])), id)
+end
+redis.call('HINCRBY', K_ST, 'enqueued', 1)
+reap()
+dispatch()
+local g = ''
+if redis.call('HEXISTS', K_HELD, id) == 1 then
+  local wk = P .. ':w:' .. id
+  g = redis.call('LPOP', wk) or ''
+  redis.call('DEL', wk)
+end
+return append({id, e, fmt(arrival), g}, summary())

@@ -1,0 +1,237 @@
+-- clairvoyant-sjf Redis admission store: shared prelude of every script.
+-- The Python side (sjf_core.redis_queue) prepends this file to each script body.
+--
+-- KEYS (all share the hash tag {sjf:<backend>}, so one backend lives in one Cluster slot):
+--   1 seq     counter: ticket ids (arrival sequence, the FCFS tie-break)
+--   2 fence   counter: fencing tokens of granted leases
+--   3 lv      ZSET priority levels with waiters (score -priority, member priority)
+--   4 age     ZSET waiting ticket ids by server arrival time (s): the τ index
+--   5 alive   ZSET waiting ticket ids by liveness expiry (server s): dead-waiter cleanup
+--   6 wi      HASH waiting ticket id -> "level klass priority key arrival"
+--   7 held    HASH granted ticket id -> fence
+--   8 leases  ZSET fence -> lease expiry (server s); ZCARD = slots in use
+--   9 li      HASH fence -> "id klass dispatched_at"
+--  10 st      HASH τ state (mean = mean Short service time, s; since = dispatches since
+--             the last promotion) and counters
+--  11 epoch   string: server time (µs) when this state was created; changes when Redis
+--             lost its data (restart without persistence)
+--  12 dl      ZSET waiting ticket ids with a deadline, by latest start time (server s)
+-- Dynamic keys, built from ARGV[1] = "{sjf:<backend>}": <P>:q:<level> (ZSET of waiting
+-- ids scored by the policy key; equal scores order by id, i.e. arrival; one level per
+-- priority, or the single level "0" with aging, where priority is part of the score) and
+-- <P>:w:<id> (LIST: the wake-up signal of one waiter, pushed at grant).
+--
+-- ARGV[1..12]: prefix, slots, tau mode ("off" | "seconds" | "multiple"), tau value
+-- (seconds or multiple), initial mean Short service time (s), EWMA alpha, promotion k
+-- (1 = strict), waiter TTL (s), lease TTL (s), aging ("1" for promotion "aging"), key
+-- span, aging horizon (multiples of τ). Script-specific arguments start at ARGV[13].
+--
+-- Numbers are stored with string.format: redis.call would format Lua numbers with
+-- %.14g, and a script returns Lua numbers truncated to integers.
+
+local P = ARGV[1]
+local K_SEQ, K_FENCE, K_LV, K_AGE, K_ALIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_WI, K_HELD, K_LEASES, K_LI, K_ST, K_EPOCH = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local K_DL = KEYS[12]
+local SLOTS = tonumber(ARGV[2])
+local TAU_MODE = ARGV[3]
+local TAU_VAL = tonumber(ARGV[4])
+local TAU_INIT = tonumber(ARGV[5])
+local ALPHA = tonumber(ARGV[6])
+local K = tonumber(ARGV[7])
+local WAITER_TTL = tonumber(ARGV[8])
+local LEASE_TTL = tonumber(ARGV[9])
+local AGING = ARGV[10] == '1' and TAU_MODE ~= 'off'
+local SPAN = tonumber(ARGV[11])
+local HORIZON = tonumber(ARGV[12])
+local A = 13
+
+local _t = redis.call('TIME')
+local NOW = tonumber(_t[1]) + tonumber(_t[2]) / 1000000
+
+local function fmt(x) return string.format('%.6f', x) end
+local function num(x) return string.format('%.17g', x) end
+local function int(x) return string.format('%.0f', x) end
+
+-- The state epoch; created (with counters seeded from server time, so ids and fences stay
+-- monotonic across a restart that lost the data) on first use.
+local function epoch()
+  local e = redis.call('GET', K_EPOCH)
+  if not e then
+    e = int(tonumber(_t[1]) * 1000000 + tonumber(_t[2]))
+    redis.call('SET', K_EPOCH, e)
+    local seq = tonumber(redis.call('GET', K_SEQ) or '0')
+    if seq < tonumber(e) then redis.call('SET', K_SEQ, e) end
+    local fence = tonumber(redis.call('GET', K_FENCE) or '0')
+    if fence < tonumber(e) then redis.call('SET', K_FENCE, e) end
+  end
+  return e
+end
+
+local function tau_s()
+  if TAU_MODE == 'seconds' then return TAU_VAL end
+  if TAU_MODE == 'multiple' then
+    return TAU_VAL * tonumber(redis.call('HGET', K_ST, 'mean') or TAU_INIT)
+  end
+  return nil
+end
+
+local function split(s)
+  local out = {}
+  for w in string.gmatch(s, '%S+') do out[#out + 1] = w end
+  return out
+end
+
+-- Remove a waiting ticket from every index. Returns true if it was waiting.
+local function drop_waiter(id)
+  local info = redis.call('HGET', K_WI, id)
+  redis.call('ZREM', K_AGE, id)
+  redis.call('ZREM', K_ALIVE, id)
+  redis.call('ZREM', K_DL, id)
+  if not info then return false end
+  local prio = split(info)[1]
+  local qk = P .. ':q:' .. prio
+  redis.call('ZREM', qk, id)
+  if redis.call('ZCARD', qk) == 0 then redis.call('ZREM', K_LV, prio) end
+  redis.call('HDEL', K_WI, id)
+  return true
+end
+
+-- Remove a lease. Returns its "id klass dispatched_at" fields, or nil if it was not held.
+local function drop_lease(fence)
+  if redis.call('ZREM', K_LEASES, fence) == 0 then return nil end
+  local info = redis.call('HGET', K_LI, fence)
+  redis.call('HDEL', K_LI, fence)
+  if not info then return {} end
+  local f = split(info)
+  if redis.call('HGET', K_HELD, f[1]) == fence then redis.call('HDEL', K_HELD, f[1]) end
+  return f
+end
+
+-- Remove waiters whose owner stopped heart-beating and leases that expired (holder died).
+local function reap()
+  local dead = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', fmt(NOW), 'LIMIT', 0, 256)
+  for _, id in ipairs(dead) do
+    drop_waiter(id)
+    redis.call('DEL', P .. ':w:' .. id)
+    redis.call('HINCRBY', K_ST, 'expired_waiters', 1)
+  end
+  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', fmt(NOW), 'LIMIT', 0, 256)
+  for _, fence in ipairs(gone) do
+    drop_lease(fence)
+    redis.call('HINCRBY', K_ST, 'expired_leases', 1)
+  end
+end
+
+-- Give a slot to a waiting ticket: lease + wake-up signal. Returns false if it was not waiting.
+local function grant(id, promoted)
+  local raw = redis.call('HGET', K_WI, id)
+  if not drop_waiter(id) then return false end
+  local info = split(raw)
+  local fence = int(redis.call('INCR', K_FENCE))
+  redis.call('ZADD', K_LEASES, fmt(NOW + LEASE_TTL), fence)
+  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW))
+  redis.call('HSET', K_HELD, id, fence)
+  local wk = P .. ':w:' .. id
+  redis.call('RPUSH', wk, fence .. ' ' .. fmt(NOW) .. ' ' .. (promoted and '1' or '0') .. ' '
+    .. tostring(redis.call('ZCARD', K_LEASES)))
+  redis.call('PEXPIRE', wk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
+  redis.call('HINCRBY', K_ST, 'dispatched', 1)
+  if promoted then redis.call('HINCRBY', K_ST, 'promoted', 1) end
+  return true
+end
+
+-- Grant free slots to waiters (work-conserving). Mirrors sjf_core.pending.HeapPending.pop:
+-- a waiter whose latest start time has come goes first; then (strict / one-in-k) the oldest
+-- waiter older than τ, at most once per K dispatches; otherwise the lowest
+-- (-priority, key, id), or with aging the lowest age-weighted score.
+local function dispatch()
+  local granted = 0
+  local tau = tau_s()
+  while redis.call('ZCARD', K_LEASES) < SLOTS do
+    local since = tonumber(redis.call('HGET', K_ST, 'since') or '0')
+    local chosen, promoted = nil, false
+    local d = redis.call('ZRANGE', K_DL, 0, 0, 'WITHSCORES')
+    if d[1] and tonumber(d[2]) <= NOW then
+      chosen = d[1] -- a due deadline goes first (EDF on latest start time)
+    end
+    if not chosen and tau and not AGING and since + 1 >= K then
+      local o = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')
+      if o[1] and NOW - tonumber(o[2]) > tau then
+        chosen, promoted, since = o[1], true, 0
+      end
+    end
+    local qk = nil
+    if not chosen then
+      local lv = redis.call('ZRANGE', K_LV, 0, 0)
+      if not lv[1] then break end
+      qk = P .. ':q:' .. lv[1]
+      chosen = redis.call('ZRANGE', qk, 0, 0)[1]
+      if not chosen then
+        redis.call('ZREM', K_LV, lv[1])
+      else
+        since = since + 1
+      end
+    end
+    if chosen then
+      if grant(chosen, promoted) then
+        redis.call('HSET', K_ST, 'since', int(since))
+        granted = granted + 1
+      elseif qk then
+        redis.call('ZREM', qk, chosen) -- an index entry without its ticket: drop it
+      end
+    end
+  end
+  return granted
+end
+
+-- Aging (sjf_core.pending HeapPending.order_key): score = key + SPAN × ((arrival - origin) /
+-- (HORIZON × τ) - priority). The frame (origin, aging seconds) is re-anchored when the queue
+-- is empty, and all scores are rebuilt when τ drifted by more than 10% (rare, O(n log n)).
+local function aging_frame(arrival)
+  local target = HORIZON * tau_s()
+  local origin = tonumber(redis.call('HGET', K_ST, 'ag_origin') or '')
+  local ag = tonumber(redis.call('HGET', K_ST, 'ag_s') or '')
+  if redis.call('ZCARD', K_AGE) == 0 or not origin or not ag then
+    origin, ag = arrival, target
+    redis.call('HSET', K_ST, 'ag_origin', fmt(origin), 'ag_s', num(ag))
+  elseif math.abs(target - ag) / ag > 0.10 then
+    local o = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')
+    origin = arrival
+    if o[1] and tonumber(o[2]) < origin then origin = tonumber(o[2]) end
+    ag = target
+    redis.call('HSET', K_ST, 'ag_origin', fmt(origin), 'ag_s', num(ag))
+    local qk = P .. ':q:0'
+    for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
+      local f = split(redis.call('HGET', K_WI, id) or '')
+      if f[5] then
+        local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag - tonumber(f[3]))
+        redis.call('ZADD', qk, num(sc), id)
+      end
+    end
+    redis.call('HINCRBY', K_ST, 'aging_rebuilds', 1)
+  end
+  return origin, ag
+end
+
+-- Seconds until the earliest lease expiry ("" when no lease is held).
+local function next_expiry()
+  local o = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
+  if o[1] then return fmt(tonumber(o[2]) - NOW) end
+  return ''
+end
+
+local function summary()
+  local tau = tau_s()
+  return {
+    tostring(redis.call('ZCARD', K_LEASES)),
+    tostring(redis.call('ZCARD', K_AGE)),
+    tau and fmt(tau) or 'inf',
+    next_expiry(),
+  }
+end
+
+local function append(out, items)
+  for _, v in ipairs(items) do out[#out + 1] = v end
+  return out
+end
