@@ -1,0 +1,366 @@
+"""litellm_sjf end to end: a real LiteLLM proxy subprocess with the plugin, the real
+openai SDK and httpx as clients, and the serial backend emulator as the backend.
+
+One proxy serves the module's main tests (τ off, so the order is pure predicted SJF);
+a second one, with a short fixed τ, serves the τ-promotion test. Ordering is checked
+against the shipped predictor, evaluated in the test itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from sjf_core.emulator import EmulatorThread, short_hash
+from sjf_core.proxy_runner import LiteLLMProxy, free_port, proxy_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# SJF burst prompts (our own words). Their true answers are short so the burst drains fast;
+# only their *predicted* order matters, and it is computed below with the shipped model.
+BURST = [
+    "What is the boiling point of water at sea level?",
+    "Who wrote the novel Pride and Prejudice?",
+    "Explain how a hash table handles collisions.",
+    "Summarize the main causes of the First World War in a few paragraphs.",
+    "Write a detailed step-by-step tutorial on building a web scraper in Python, with complete code and "
+    "explanations for each part.",
+    "Write a long short story of at least 2000 words about a lighthouse keeper who discovers a message in a bottle.",
+    "Define photosynthesis in one sentence.",
+    "Implement a full-featured command line todo application in Rust with persistent storage, unit tests and "
+    "documentation.",
+]
+HOLD = "Please hold the backend for a moment."  # fault "hold": occupies the slot until released
+TRACE = (
+    [{"prompt": p, "answer_tokens": 12} for p in BURST]
+    + [{"prompt": HOLD, "answer_tokens": 5, "fault": "hold"},
+       {"prompt": "ok short", "answer_tokens": 30},
+       {"prompt": "ok long stream", "answer_tokens": 300},
+       {"prompt": "fail 500", "answer_tokens": 10, "fault": "500"},
+       {"prompt": "drop now", "answer_tokens": 10, "fault": "drop"},
+       {"prompt": "drop midway", "answer_tokens": 200, "fault": "drop-mid"},
+       {"prompt": "abandoned stream", "answer_tokens": 600},
+       {"prompt": "abandoned while queued", "answer_tokens": 10},
+       {"prompt": "abandoned non-stream", "answer_tokens": 800},
+       {"prompt": "two slots", "answer_tokens": 150}]
+)
+
+
+def _predicted_keys(prompts):
+    from sjf_core.predictor import load_predictor
+
+    p = load_predictor()
+    return {t: p.predict(t).p_long for t in prompts}
+
+
+async def until(pred, timeout=60.0, every=0.05):
+    """Poll ``pred`` until true or ``timeout`` s (a wait, not a timing assertion)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return True
+        except (httpx.HTTPError, KeyError):
+            pass
+        await asyncio.sleep(every)
+    return pred()
+
+
+class Harness:
+    def __init__(self, proxy: LiteLLMProxy, status_port: int, emus: dict[str, EmulatorThread]):
+        self.proxy = proxy
+        self.status_port = status_port
+        self.emus = emus
+
+    def status(self) -> dict:
+        return httpx.get(f"http://127.0.0.1:{self.status_port}/sjf/status", timeout=10).json()
+
+    def queue(self, name: str) -> dict:
+        return self.status()["backends"].get(self.emus[name].base_url, {"in_flight": 0, "waiting": 0, "stats": {}})
+
+    def client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.proxy.openai_base_url, api_key=self.proxy.master_key,
+                                  max_retries=0, timeout=120, http_client=openai.DefaultAsyncHttpxClient())
+
+    async def chat(self, model, prompt, stream=False, **kw):
+        async with self.client() as c:
+            r = await c.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                                stream=stream, **kw)
+            if not stream:
+                return r.usage.completion_tokens
+            n = 0
+            async for chunk in r:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    n += len(chunk.choices[0].delta.content.split())
+            return n
+
+    def idle(self, name: str) -> bool:
+        q = self.queue(name)
+        st = self.emus[name].stats()
+        return q["in_flight"] == 0 and q["waiting"] == 0 and st["in_flight"] == 0
+
+    def dump(self) -> str:
+        return json.dumps({"plugin": self.status(), "emulators": {k: e.stats() for k, e in self.emus.items()}},
+                          indent=1)[:6000]
+
+
+def _start(emus: dict[str, EmulatorThread], env: dict) -> tuple[LiteLLMProxy, int]:
+    status_port = free_port()
+    cfg = proxy_config({name: [e.base_url] for name, e in emus.items()}, plugin=True)
+    proxy = LiteLLMProxy(cfg, env={"SJF_STATUS_PORT": str(status_port), "SJF_LEASE_TTL_S": "900", **env})
+    proxy.start()
+    return proxy, status_port
+
+
+@pytest.fixture(scope="module")
+def main():
+    """Proxy with the plugin (τ off: pure predicted SJF) over three emulators:
+    a: 1 slot, keeps generating after a disconnect (llama-cpp-python style);
+    b: 1 slot, stops on disconnect; c: 2 slots (SJF_BACKEND_SLOTS)."""
+    emus = {
+        "a": EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="continue", trace_records=TRACE),
+        "b": EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="stop", trace_records=TRACE),
+        "c": EmulatorThread(tokens_per_s=400, slots=2, on_disconnect="stop", trace_records=TRACE),
+    }
+    proxy = None
+    try:
+        proxy, port = _start(emus, {"SJF_TAU": "off", "SJF_PROMOTION": "strict",
+                                    "SJF_BACKEND_SLOTS": json.dumps({emus["c"].base_url: 2}),
+                                    "SJF_ORPHAN_HOLD_MAX_S": "3"})
+        yield Harness(proxy, port, emus)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        for e in emus.values():
+            e.stop()
+
+
+async def _hold(h: Harness, name: str) -> asyncio.Task:
+    """Occupy backend ``name`` with a held request; returns its task."""
+    task = asyncio.create_task(h.chat(name, HOLD))
+    assert await until(lambda: h.emus[name].stats()["held"] == 1), h.dump()
+    return task
+
+
+# ---- SJF order --------------------------------------------------------------------------------
+async def test_sjf_order_on_held_burst(main):
+    h = main
+    keys = _predicted_keys(BURST)
+    ordered = sorted(BURST, key=keys.get)
+    gaps = [keys[b] - keys[a] for a, b in zip(ordered, ordered[1:])]
+    assert min(gaps) > 1e-4, f"burst prompts need distinct predicted keys: {keys}"
+    h.emus["a"].reset()
+    holder = await _hold(h, "a")
+    # submit in DESCENDING predicted key, staggered: FCFS would serve them in that order
+    tasks = []
+    for p in reversed(ordered):
+        tasks.append(asyncio.create_task(h.chat("a", p)))
+        await asyncio.sleep(0.05)
+    assert await until(lambda: h.queue("a")["waiting"] == len(BURST)), h.dump()
+    h.emus["a"].release_holds()
+    results = await asyncio.gather(holder, *tasks)
+    assert results == [5] + [12] * len(BURST)
+    served = [o["hash"] for o in h.emus["a"].stats()["order"]]
+    assert served[0] == short_hash(HOLD)
+    assert served[1:] == [short_hash(p) for p in ordered], "service order must ascend in predicted P(Long)"
+    assert h.emus["a"].stats()["max_in_flight"] == 1
+
+
+# ---- never more than slots in flight ------------------------------------------------------------
+async def test_slots_bound_at_the_emulator(main):
+    h = main
+    for name in ("b", "c"):
+        h.emus[name].reset()
+    await asyncio.gather(*[h.chat(name, "two slots", stream=(i % 2 == 0)) for i in range(6) for name in ("b", "c")])
+    b, c = h.emus["b"].stats(), h.emus["c"].stats()
+    assert b["max_in_flight"] == 1 and b["served"] == 6
+    assert c["max_in_flight"] == 2 and c["max_generating"] == 2 and c["served"] == 6  # work-conserving: both used
+    assert h.queue("c")["slots"] == 2 and h.queue("c")["stats"]["max_in_flight"] == 2
+
+
+# ---- release on every path ----------------------------------------------------------------------
+async def test_zero_leaked_slots_after_mixed_outcomes(main):
+    h = main
+    h.emus["a"].reset()
+    h.emus["b"].reset()
+    before = {n: dict(h.queue(n)["stats"]) for n in ("a", "b")}
+
+    # 1. a client that leaves while queued: leaves the queue, never reaches the backend
+    holder = await _hold(h, "a")
+    async with httpx.AsyncClient(timeout=1.5) as hc:
+        with pytest.raises(httpx.ReadTimeout):
+            await hc.post(h.proxy.openai_base_url + "/chat/completions",
+                          headers={"Authorization": f"Bearer {h.proxy.master_key}"},
+                          json={"model": "a", "messages": [{"role": "user", "content": "abandoned while queued"}]})
+    assert await until(lambda: h.queue("a")["waiting"] == 0), h.dump()
+    h.emus["a"].release_holds()
+    assert await holder == 5
+
+    # 2. a mix at once: successes, backend 500s, dropped connections, a mid-stream drop,
+    #    a client that leaves mid-stream (a keeps generating: drained), and one that leaves
+    #    a non-streamed answer mid-generation (b stops generating).
+    async def leave_mid_stream(model, prompt, after_chunks=3):
+        async with h.client() as c:
+            s = await c.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                                stream=True)
+            n = 0
+            async for _ in s:
+                n += 1
+                if n >= after_chunks:
+                    break
+            await s.close()
+            return "left"
+
+    async def leave_non_stream(model, prompt):
+        async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=0.8)) as hc:
+            try:
+                await hc.post(h.proxy.openai_base_url + "/chat/completions",
+                              headers={"Authorization": f"Bearer {h.proxy.master_key}"},
+                              json={"model": model, "messages": [{"role": "user", "content": prompt}]})
+            except httpx.ReadTimeout:
+                return "left"
+            return "finished"
+
+    async def expect_error(coro):
+        try:
+            await coro
+        except (openai.APIError, httpx.HTTPError) as exc:
+            return type(exc).__name__
+        return "no error"
+
+    jobs = [
+        h.chat("a", "ok short"), h.chat("a", "ok long stream", stream=True),
+        expect_error(h.chat("a", "fail 500")), expect_error(h.chat("b", "fail 500")),
+        expect_error(h.chat("a", "drop now")), expect_error(h.chat("b", "drop midway", stream=True)),
+        leave_mid_stream("a", "abandoned stream"),
+        leave_non_stream("b", "abandoned non-stream"),
+        h.chat("b", "ok short"), h.chat("b", "ok short", stream=True),
+    ]
+    results = await asyncio.gather(*jobs)
+    assert results[0] == 30 and results[1] == 300 and results[8] == 30 and results[9] == 30
+    assert "no error" not in results[2:6], results
+    assert results[6] == "left" and results[7] == "left"
+
+    # everything settles: no slot held, nothing queued, no call tracked, both backends idle
+    assert await until(lambda: h.idle("a") and h.idle("b") and h.status()["draining"] == 0, timeout=60), h.dump()
+    st = h.status()
+    assert st["tracked_calls"] == 0
+    for n in ("a", "b"):
+        q = h.queue(n)["stats"]
+        dispatched = q["dispatched"] - before[n]["dispatched"]
+        assert dispatched > 0
+        assert q["released"] - before[n]["released"] == dispatched, h.dump()
+        assert q["expired"] == before[n]["expired"], "a slot was freed by the lease safety net, not a hook"
+    # the queued client that left never reached the backend
+    assert short_hash("abandoned while queued") not in [o["hash"] for o in h.emus["a"].stats()["order"]]
+    # a keeps generating for a client that left: the plugin drained it before admitting more
+    ea = h.emus["a"].stats()
+    assert ea["max_in_flight"] == 1, h.dump()
+    assert st["counters"]["drained"] >= 1
+    assert h.emus["b"].stats()["max_in_flight"] == 1
+    # and a follow-up request on each backend is served at once
+    assert await h.chat("a", "ok short") == 30 and await h.chat("b", "ok short") == 30
+
+
+async def test_stream_holds_its_slot_until_the_end(main):
+    h = main
+    h.emus["a"].reset()
+    stream = asyncio.create_task(h.chat("a", "ok long stream", stream=True))
+    assert await until(lambda: h.emus["a"].stats()["generating"] == 1)
+    other = asyncio.create_task(h.chat("a", "ok short"))
+    assert await until(lambda: h.queue("a")["waiting"] == 1), h.dump()
+    assert await stream == 300 and await other == 30
+    order = h.emus["a"].stats()["order"]
+    assert [o["hash"] for o in order] == [short_hash("ok long stream"), short_hash("ok short")]
+    assert h.emus["a"].stats()["max_in_flight"] == 1
+
+
+# ---- pass-through ---------------------------------------------------------------------------
+async def test_unscorable_calls_pass_through_unharmed(main):
+    h = main
+    before = h.status()
+    async with h.client() as c:
+        emb = await c.embeddings.create(model="b", input=["hello", "world"])
+        assert len(emb.data) == 2
+        # a chat body with no text to score: admitted unscored (FCFS key) and served
+        r = await c.chat.completions.create(
+            model="b", max_tokens=4,
+            messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}])
+        assert r.usage.completion_tokens == 4
+    after = h.status()
+    assert after["counters"]["passthrough"] == before["counters"]["passthrough"] + 1
+    assert after["counters"]["unscored"] == before["counters"]["unscored"] + 1
+    assert after["counters"]["fail_open"] == 0
+    assert await until(lambda: h.idle("b"))
+
+
+async def test_plugin_adds_no_fields_to_the_backend_request(main):
+    h = main
+    h.emus["b"].reset()
+    await h.chat("b", "ok short")
+    await h.chat("b", "ok short", stream=True)
+    keys = [set(o["keys"]) for o in h.emus["b"].stats()["order"]]
+    assert keys[0] == {"model", "messages"}
+    assert keys[1] - {"stream_options"} == {"model", "messages", "stream"}
+
+
+# ---- τ promotion ----------------------------------------------------------------------------
+LONG_PROMPT = ("Write a long short story of at least 2000 words about a lighthouse keeper who discovers a "
+               "message in a bottle.")
+SHORTS = ["Who wrote the novel Pride and Prejudice?", "Explain how a hash table handles collisions.",
+          "Define photosynthesis in one sentence."]
+
+
+@pytest.fixture(scope="module")
+def tau_proxy():
+    emus = {"t": EmulatorThread(tokens_per_s=400, slots=1, trace_records=TRACE)}
+    proxy = None
+    try:
+        proxy, port = _start(emus, {"SJF_TAU": "1.0", "SJF_PROMOTION": "strict"})
+        yield Harness(proxy, port, emus)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        for e in emus.values():
+            e.stop()
+
+
+async def test_tau_promotes_a_long_request(tau_proxy, main):
+    h = tau_proxy
+    keys = _predicted_keys([LONG_PROMPT, *SHORTS])
+    assert keys[LONG_PROMPT] > max(keys[s] for s in SHORTS), keys  # SJF alone would serve it last
+    holder = await _hold(h, "t")
+    long_task = asyncio.create_task(h.chat("t", LONG_PROMPT))
+    assert await until(lambda: h.queue("t")["waiting"] == 1), h.dump()
+    await asyncio.sleep(1.5)  # the long request is now older than τ = 1 s
+    shorts = [asyncio.create_task(h.chat("t", s)) for s in SHORTS]
+    assert await until(lambda: h.queue("t")["waiting"] == 1 + len(SHORTS)), h.dump()
+    h.emus["t"].release_holds()
+    await asyncio.gather(holder, long_task, *shorts)
+    served = [o["hash"] for o in h.emus["t"].stats()["order"]]
+    assert served[:2] == [short_hash(HOLD), short_hash(LONG_PROMPT)], "the aged long request goes first"
+    assert h.queue("t")["stats"]["promoted"] >= 1
+    # control: on the τ-off proxy the same long request waits behind the shorts
+    m = main
+    m.emus["a"].reset()
+    holder = await _hold(m, "a")
+    long_task = asyncio.create_task(m.chat("a", LONG_PROMPT))
+    assert await until(lambda: m.queue("a")["waiting"] == 1)
+    await asyncio.sleep(1.5)
+    shorts = [asyncio.create_task(m.chat("a", s)) for s in SHORTS]
+    assert await until(lambda: m.queue("a")["waiting"] == 1 + len(SHORTS)), m.dump()
+    m.emus["a"].release_holds()
+    await asyncio.gather(holder, long_task, *shorts)
+    served = [o["hash"] for o in m.emus["a"].stats()["order"]]
+    assert served[-1] == short_hash(LONG_PROMPT)
+
+
+def test_no_emulator_ever_saw_more_than_its_slots(main):
+    for name, emu in main.emus.items():
+        st = emu.stats()
+        assert st["max_in_flight"] <= st["slots"], (name, st)
