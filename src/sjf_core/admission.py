@@ -10,6 +10,12 @@ releases. Guarantees (DESIGN.md invariants):
 3. work-conserving: a release or an arrival dispatches at once, no polling;
 4. τ promotion (see :mod:`sjf_core.pending`);
 7. a waiter cancelled or timed out while queued leaves the queue at once.
+
+Optional, per queue: overload control (:mod:`sjf_core.overload`: a new request may
+be deferred or rejected with :class:`~sjf_core.errors.AdmissionRejected` before it
+enters the queue; an admitted request is never dropped) and a maximum dispatch rate
+(:mod:`sjf_core.ratelimit`, asyncio-throttle, applied after the slot is granted in
+policy order).
 """
 
 from __future__ import annotations
@@ -17,15 +23,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .entry import Entry, class_of_tokens
+from .errors import AdmissionRejected
+from .overload import OverloadConfig, OverloadControl, Verdict
 from .policies import Policy, RequestMeta, make_policy
 from .prediction import Prediction
+from .ratelimit import RateLimit
 
 log = logging.getLogger("sjf_core.admission")
 
@@ -42,6 +50,9 @@ class QueueStats:
     expired: int = 0
     fallback: int = 0
     max_in_flight: int = 0
+    rejected: int = 0
+    deferred: int = 0
+    max_waiting: int = 0
 
 
 class QueueEvents:
@@ -55,6 +66,9 @@ class QueueEvents:
 
     def on_cancel(self, queue: "AdmissionQueue", entry: Entry) -> None: ...
 
+    def on_reject(self, queue: "AdmissionQueue", entry: Entry, reason: str) -> None:
+        """Overload control refused ``entry`` (it never entered the queue)."""
+
 
 class AdmissionQueue:
     """Admission queue of one backend.
@@ -67,9 +81,13 @@ class AdmissionQueue:
             many seconds is force-released (safety net for lost release hooks).
         clock: monotonic clock in seconds.
         listeners: :class:`QueueEvents` objects notified of queue events.
+        overload: overload limits (:class:`~sjf_core.overload.OverloadConfig` or a
+            mapping of its fields), or None (no limit).
+        rate_limit: maximum dispatch rate (:meth:`~sjf_core.ratelimit.RateLimit.parse`:
+            a number per second or "60/min"), or None.
 
     Raises:
-        ValueError: ``slots`` < 1 or an unknown policy.
+        ValueError: ``slots`` < 1, an unknown policy, bad overload or rate options.
     """
 
     def __init__(
@@ -80,6 +98,8 @@ class AdmissionQueue:
         lease_ttl_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         listeners: list[QueueEvents] | None = None,
+        overload: OverloadConfig | dict | None = None,
+        rate_limit: RateLimit | float | str | None = None,
     ):
         if int(slots) < 1:
             raise ValueError(f"slots must be >= 1, got {slots!r}")
@@ -90,11 +110,28 @@ class AdmissionQueue:
         self.clock = clock
         self.listeners: list[QueueEvents] = list(listeners or [])
         self.pending = self.policy.new_pending()
+        if hasattr(self.pending, "slots"):
+            self.pending.slots = self.slots  # "fcfs-bound" runs a virtual FCFS schedule on them
         self.stats = QueueStats()
         self._in_flight = 0
         self._seq = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: set[Ticket] = set()
+        cfg = OverloadConfig.parse(overload)
+        service = getattr(self.pending, "service", None)
+        if cfg is not None and cfg.enabled:
+            if service is None:
+                from .service import ServiceStats
+
+                service = ServiceStats(self.pending.tau.config.initial_short_service_s)
+            self.overload: OverloadControl | None = OverloadControl(
+                cfg, service, self.slots, length_aware=getattr(self.policy, "name", "") != "fcfs")
+        else:
+            self.overload = None
+        self.rate_limit = RateLimit.parse(rate_limit)
+        self._throttler = self.rate_limit.throttler() if self.rate_limit is not None else None
+        self._deferred: list[Ticket] = []
+        self._waking = False
 
     # ---- introspection -------------------------------------------------------------
     @property
@@ -128,24 +165,8 @@ class AdmissionQueue:
             arrival: original arrival on this queue's clock (seconds), e.g. for an
                 SDK retry; default now.
         """
-        meta = meta or RequestMeta()
         now = self.clock()
-        entry = Entry(seq=next(self._seq), arrival=now if arrival is None else float(arrival))
-        entry.priority = int(meta.priority or 0)
-        if meta.deadline_s is not None:
-            entry.deadline = entry.arrival + float(meta.deadline_s)
-        try:
-            if prediction is None:
-                raise ValueError("no prediction")
-            key = float(self.policy.key(prediction, meta))
-            if math.isnan(key):
-                raise ValueError("NaN key")
-            entry.key = key
-            entry.klass = prediction.klass
-            entry.expected_tokens = float(prediction.expected_tokens)
-        except Exception:
-            entry.key = self.policy.fallback_key()
-            entry.fallback = True
+        entry = self.policy.make_entry(next(self._seq), now if arrival is None else float(arrival), prediction, meta)
         return Ticket(self, entry)
 
     # ---- internals ------------------------------------------------------------------
@@ -157,16 +178,83 @@ class AdmissionQueue:
 
     def _emit(self, name: str, *args) -> None:
         for listener in self.listeners:
+            fn = getattr(listener, name, None)
+            if fn is None:
+                continue
             try:
-                getattr(listener, name)(self, *args)
+                fn(self, *args)
             except Exception:  # a listener must never break admission
                 log.exception("queue listener %s.%s failed", type(listener).__name__, name)
+
+    def _submit(self, t: "Ticket") -> None:
+        """Admission: enqueue, defer or reject ``t`` (overload control)."""
+        verdict = self._check(t)
+        if verdict is None:
+            self._enqueue(t)
+        elif self.overload.config.defer_s > 0:
+            t.state = "deferred"
+            self.stats.deferred += 1
+            self._deferred.append(t)
+            t._defer_timer = self._loop.call_later(self.overload.config.defer_s, self._defer_expired, t)
+        else:
+            self._reject(t, verdict)
+
+    def _check(self, t: "Ticket") -> Verdict | None:
+        if self.overload is None:
+            return None
+        try:
+            return self.overload.check(t.entry, len(self.pending), self.clock())
+        except Exception:  # overload control must never fail a request: admit
+            log.exception("overload check failed on backend %s; admitting", self.name)
+            return None
+
+    def _reject(self, t: "Ticket", verdict: Verdict) -> None:
+        t.state = "rejected"
+        self.stats.rejected += 1
+        if self.overload is not None:
+            self.overload.rejected[verdict.klass] += 1
+        self._emit("on_reject", t.entry, verdict.reason)
+        if t._fut is not None and not t._fut.done():
+            t._fut.set_exception(AdmissionRejected(verdict.retry_after_s, verdict.reason, self.name))
+
+    def _defer_expired(self, t: "Ticket") -> None:
+        if t.state != "deferred":
+            return
+        self._deferred.remove(t)
+        t._defer_timer = None
+        verdict = self._check(t)
+        if verdict is None:
+            t.state = "queued"
+            self._enqueue(t)
+        else:
+            self._reject(t, verdict)
+
+    def _wake_deferred(self) -> None:
+        """Re-check deferred tickets in arrival order after the queue drained a little."""
+        if not self._deferred or self._waking:
+            return
+        self._waking = True
+        try:
+            for t in list(self._deferred):
+                if t.state != "deferred" or self._check(t) is not None:
+                    continue
+                self._deferred.remove(t)
+                if t._defer_timer is not None:
+                    t._defer_timer.cancel()
+                    t._defer_timer = None
+                t.state = "queued"
+                self._enqueue(t)
+        finally:
+            self._waking = False
 
     def _enqueue(self, t: "Ticket") -> None:
         self.stats.enqueued += 1
         if t.entry.fallback:
             self.stats.fallback += 1
         self.pending.push(t.entry)
+        if self.overload is not None:
+            self.overload.enqueued(t.entry)
+        self.stats.max_waiting = max(self.stats.max_waiting, len(self.pending))
         self._emit("on_enqueue", t.entry)
         self._dispatch()
 
@@ -188,9 +276,12 @@ class AdmissionQueue:
             entry.dispatched_at = now
             t.state = "running"
             self._running.add(t)
+            if self.overload is not None:
+                self.overload.dispatched(entry, now)
             t._arm_lease()
             t._fut.set_result(True)
             self._emit("on_dispatch", entry, now - entry.arrival)
+        self._wake_deferred()
 
     def _finish(self, t: "Ticket", answer_tokens: int | None, expired: bool = False) -> None:
         self._in_flight -= 1
@@ -200,8 +291,13 @@ class AdmissionQueue:
             self.stats.expired += 1
         service_s = self.clock() - t.entry.dispatched_at
         true_class = class_of_tokens(answer_tokens) if answer_tokens is not None and answer_tokens >= 0 else None
+        if self.overload is not None:
+            self.overload.finished(t.entry)
         try:
-            self.pending.observe(t.entry, service_s, true_class)
+            try:
+                self.pending.observe(t.entry, service_s, true_class, answer_tokens)
+            except TypeError:  # a pending structure without the answer_tokens argument
+                self.pending.observe(t.entry, service_s, true_class)
         except Exception:
             log.exception("policy observe failed")
         self._emit("on_complete", t.entry, service_s, answer_tokens)
@@ -223,7 +319,9 @@ class AdmissionQueue:
 class Ticket:
     """One request's admission: an async context manager holding a slot.
 
-    States: "new" → "queued" → "running" → "released"; or "queued" → "cancelled".
+    States: "new" → "queued" → "running" → "released"; or "queued" → "cancelled";
+    with overload control also "new" → "rejected", and "new" → "deferred" →
+    "queued" | "rejected" | "cancelled".
 
     Example::
 
@@ -231,7 +329,7 @@ class Ticket:
             await call_backend()
     """
 
-    __slots__ = ("queue", "entry", "state", "_fut", "_lease", "_lock", "__weakref__")
+    __slots__ = ("queue", "entry", "state", "_fut", "_lease", "_lock", "_defer_timer", "__weakref__")
 
     def __init__(self, queue: AdmissionQueue, entry: Entry):
         self.queue = queue
@@ -241,6 +339,7 @@ class Ticket:
         self._fut: asyncio.Future | None = None
         self._lease: asyncio.TimerHandle | None = None
         self._lock = threading.Lock()
+        self._defer_timer: asyncio.TimerHandle | None = None
 
     @property
     def wait_s(self) -> float:
@@ -254,24 +353,34 @@ class Ticket:
             timeout: seconds to wait at most, or None.
 
         Raises:
-            asyncio.TimeoutError: the timeout expired while queued (the ticket left the queue).
-            asyncio.CancelledError: the caller was cancelled while queued (it left the queue).
+            asyncio.TimeoutError: the timeout expired while queued, deferred or
+                rate-limited (the ticket left the queue; a granted slot is released).
+            asyncio.CancelledError: the caller was cancelled while waiting (same).
+            sjf_core.errors.AdmissionRejected: overload control refused the request
+                (it never entered the queue; ``release`` is then a no-op).
             RuntimeError: the ticket was already used.
         """
         if self.state != "new":
             raise RuntimeError(f"ticket already {self.state}")
         q = self.queue
         q._bind_loop()
-        self._fut = q._loop.create_future()
+        loop = q._loop
+        self._fut = loop.create_future()
         self.state = "queued"
-        q._enqueue(self)
-        if self._fut.done():
-            return
+        started = loop.time()
+        q._submit(self)
         try:
-            if timeout is None:
+            if self._fut.done():
+                self._fut.result()  # raises AdmissionRejected when refused
+            elif timeout is None:
                 await self._fut
             else:
                 await asyncio.wait_for(asyncio.shield(self._fut), timeout)
+            if q._throttler is not None and self.state == "running":
+                left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+                await asyncio.wait_for(q._throttler.acquire(), left)
+                self.entry.dispatched_at = q.clock()  # service is measured from the send
+                self._arm_lease()
         except BaseException:
             self._abandon()
             raise
@@ -284,11 +393,25 @@ class Ticket:
             return
         if fut is not None and not fut.done():
             fut.cancel()
+        if self.state == "deferred":
+            self.state = "cancelled"
+            q = self.queue
+            if self in q._deferred:
+                q._deferred.remove(self)
+            if self._defer_timer is not None:
+                self._defer_timer.cancel()
+                self._defer_timer = None
+            q.stats.cancelled += 1
+            q._emit("on_cancel", self.entry)
+            return
         if self.state == "queued":
             self.state = "cancelled"
             if self.queue.pending.remove(self.entry):
                 self.queue.stats.cancelled += 1
+                if self.queue.overload is not None:
+                    self.queue.overload.left(self.entry)
                 self.queue._emit("on_cancel", self.entry)
+                self.queue._wake_deferred()
 
     def release(self, answer_tokens: int | None = None) -> bool:
         """Give the slot back (idempotent, thread-safe).
@@ -302,7 +425,7 @@ class Ticket:
             or if the ticket was still queued (it is then withdrawn from the queue).
         """
         with self._lock:
-            if self.state == "queued":
+            if self.state in ("queued", "deferred"):
                 self.queue._call_in_loop(self._abandon)
                 return False
             if self.state != "running":

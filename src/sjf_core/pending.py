@@ -9,16 +9,44 @@ live queue and the simulator run the very same policy code (DESIGN.md).
 Costs: push, pop and remove are O(log n) amortised (lazy deletion); finding the
 oldest waiter for τ is O(1) amortised on a second heap ordered by arrival
 (DESIGN.md invariant 4).
+
+Dispatch order at each :meth:`pop` (every structure here):
+
+1. **Due waiters, earliest due time first (EDF).** A waiter is due at its latest
+   start time when it has a deadline (request metadata ``sjf_deadline_s``):
+   deadline minus its expected service time
+   (:class:`~sjf_core.service.ServiceStats`); and, with ``promotion="fcfs-bound"``,
+   at its FCFS bound (:meth:`HeapPending._fcfs_bound`), whichever is earlier.
+   Deadlines are opt-in, trusted metadata; they are the one documented
+   exception to the τ bound of "strict".
+2. **τ promotion** ("strict", "one-in-k", "aged-sjf"): waiters older than τ
+   (paper §3.4); see :class:`HeapPending` for each rule.
+3. **The policy order**: priority (higher first), then the policy key, then
+   arrival; with ``promotion="aging"`` the key is age-weighted.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from typing import Protocol
+from typing import Protocol, Sequence
 
-from .entry import Entry
+from .entry import LONG, MEDIUM, SHORT, Entry
+from .service import ServiceStats
 from .tau import TauEstimator
+
+#: Promotion rules for waiters older than τ (see :class:`HeapPending`).
+PROMOTIONS = ("strict", "one-in-k", "aging", "aged-sjf", "fcfs-bound")
+
+#: Defaults of "fcfs-bound" (chosen with ``sjf simulate --scenario variants``): a
+#: waiter is promoted once it has waited longer than τ, than ``(1 + slack)`` × the
+#: wait FCFS would have given it, and than ``floor`` × the mean FCFS wait.
+DEFAULT_FCFS_SLACK = 0.0
+DEFAULT_FCFS_FLOOR = 1.0
+
+#: Default aging horizon, in multiples of τ: a Long that has waited
+#: ``horizon × τ`` ties with a fresh Short ("aging" promotion only).
+DEFAULT_AGING_HORIZON = 8.0
 
 
 class PendingQueue(Protocol):
@@ -54,49 +82,109 @@ class AgeIndex:
             heapq.heappop(h)
         return h[0][2] if h else None
 
+    def pop_older_than(self, arrival: float) -> list[Entry]:
+        """Remove and return the waiters that arrived before ``arrival``, oldest first."""
+        h = self._heap
+        out = []
+        while h and h[0][0] < arrival:
+            e = heapq.heappop(h)[2]
+            if not e.removed:
+                out.append(e)
+        return out
+
     def clear(self) -> None:
         self._heap.clear()
 
 
-class HeapPending:
-    """Min-heap on the policy key with a τ starvation guard (paper §3.4).
+class _PendingBase:
+    """Shared machinery: size, lazy deletion, deadlines, τ promotion, aging keys.
 
-    Args:
-        tau: the τ estimator of this queue.
-        promotion: how aged waiters (waited > τ) are promoted:
-
-            * ``"strict"``: the paper's rule and DESIGN.md invariant 4: before every
-              dispatch, the oldest waiter older than τ goes first. In a burst
-              every waiter soon exceeds τ and the order collapses to FCFS.
-            * ``"one-in-k"``: at most one aged waiter is promoted per ``k``
-              dispatches; the others follow the policy key. Starvation stays
-              bounded (an aged waiter waits at most k-1 extra dispatches per
-              older aged waiter) while short requests keep their advantage.
-        k: the k of ``"one-in-k"`` (>= 1; k = 1 is ``"strict"``).
+    Subclasses implement ``_push_main``, ``_pop_main``, ``_clear_main`` and may hook
+    ``_left`` (an entry left by any path) and ``_bypassed`` (an entry was dispatched
+    by deadline or τ promotion instead of ``_pop_main``).
     """
 
-    def __init__(self, tau: TauEstimator | None = None, promotion: str = "strict", k: int = 2):
-        if promotion not in ("strict", "one-in-k"):
-            raise ValueError(f"promotion must be 'strict' or 'one-in-k', got {promotion!r}")
-        if k < 1:
+    def __init__(
+        self,
+        tau: TauEstimator | None = None,
+        promotion: str = "strict",
+        k: int = 2,
+        *,
+        key_span: float = 1.0,
+        horizon: float = DEFAULT_AGING_HORIZON,
+        slack: float = DEFAULT_FCFS_SLACK,
+        floor: float = DEFAULT_FCFS_FLOOR,
+        slots: int = 1,
+        service: ServiceStats | None = None,
+    ):
+        if promotion not in PROMOTIONS:
+            raise ValueError(f"promotion must be one of {PROMOTIONS}, got {promotion!r}")
+        if int(k) < 1:
             raise ValueError("k must be >= 1")
+        if not (key_span > 0) or math.isinf(key_span):
+            raise ValueError("key_span must be a positive number")
+        if not (horizon > 0):
+            raise ValueError("horizon must be > 0")
+        if not (slack >= 0) or math.isinf(slack):
+            raise ValueError("slack must be a finite number >= 0")
+        if not (floor >= 0) or math.isinf(floor):
+            raise ValueError("floor must be a finite number >= 0")
+        if int(slots) < 1:
+            raise ValueError("slots must be >= 1")
         self.tau = tau or TauEstimator()
         self.promotion = promotion
-        self.k = 1 if promotion == "strict" else k
-        self._heap: list[tuple[tuple, Entry]] = []
+        self.k = 1 if promotion == "strict" else int(k)
+        self.key_span = float(key_span)
+        self.horizon = float(horizon)
+        self.slack = float(slack)
+        self.floor = float(floor)
+        self.mean_backlog_s = 0.0  # EWMA of the backlog seen by arrivals ("fcfs-bound")
+        #: slots of the queue this structure serves (the admission queue sets it);
+        #: used by "fcfs-bound" to run its virtual FCFS schedule
+        self.slots = int(slots)
+        self.service = service or ServiceStats(self.tau.config.initial_short_service_s)
         self._ages = AgeIndex()
+        # due times (EDF): user deadlines (latest start), "fcfs-bound" promotion times
+        self._deadlines: list[tuple[float, int, Entry]] = []
+        self._bounds: list[tuple[float, int, Entry]] = []
+        # work bookkeeping ("fcfs-bound"): expected service seconds of waiters and of
+        # running entries (with their dispatch time), to estimate the backlog
+        self._work: dict[int, float] = {}
+        self._waiting_work = 0.0
+        self._running: dict[int, tuple[float, float]] = {}
         self._size = 0
         self._since_promotion = 0
         self.promotions = 0
+        self.deadline_dispatches = 0
+        # aging frame: keys are (arrival - origin) / aging_s, re-anchored when the
+        # queue is empty or τ has drifted (so keys keep full float precision)
+        self._origin = 0.0
+        self._aging_s = math.inf
+        self._aged: list[tuple[tuple, Entry]] = []  # "aged-sjf": waiters past τ, in policy order
 
+    # ---- public API ------------------------------------------------------------------
     def __len__(self) -> int:
         return self._size
 
     def push(self, entry: Entry) -> None:
+        """Add a waiter. O(log n)."""
+        if self.promotion == "aging":
+            self._maybe_reanchor(entry.arrival)
         entry.removed = False
         entry.promoted = False
-        heapq.heappush(self._heap, (entry.sort_key(), entry))
-        self._ages.push(entry)
+        self._push_main(entry)
+        if self.promotion in ("strict", "one-in-k", "aged-sjf"):
+            self._ages.push(entry)
+        if entry.deadline is not None and math.isfinite(entry.deadline):
+            latest = entry.deadline - self.service.expected_s(entry.klass, entry.expected_tokens)
+            heapq.heappush(self._deadlines, (latest, entry.seq, entry))
+        if self.promotion == "fcfs-bound":
+            bound = self._fcfs_bound(entry)
+            if bound < math.inf:
+                heapq.heappush(self._bounds, (bound, entry.seq, entry))
+            work = self.service.expected_s(entry.klass, entry.expected_tokens)
+            self._work[id(entry)] = work
+            self._waiting_work += work
         self._size += 1
 
     def remove(self, entry: Entry) -> bool:
@@ -105,12 +193,258 @@ class HeapPending:
             return False
         entry.removed = True
         self._size -= 1
+        self._left(entry)
+        if self._work:
+            self._left_work(entry, None)
         if self._size == 0:
-            self._heap.clear()
-            self._ages.clear()
+            self._clear()
         return True
 
-    def _pop_min(self) -> Entry | None:
+    def pop(self, now: float) -> Entry | None:
+        """Take the next waiter to dispatch at time ``now`` (seconds), or None if empty."""
+        if self._size == 0:
+            return None
+        chosen = self._due_deadline(now)
+        if chosen is None:
+            chosen = self._promote(now)
+        if chosen is not None:
+            self._bypassed(chosen)
+        else:
+            chosen = self._pop_main(now)
+            self._since_promotion += 1
+            if chosen is None:  # defensive: size and heaps disagree
+                self._size = 0
+                self._clear()
+                return None
+        chosen.removed = True
+        self._size -= 1
+        self._left(chosen)
+        if self._work:
+            self._left_work(chosen, now)
+        if self._size == 0:
+            self._clear()
+        return chosen
+
+    def observe(self, entry: Entry, service_s: float, true_class: int | None = None,
+                answer_tokens: float | None = None) -> None:
+        """A dispatched entry finished after holding its slot ``service_s`` seconds.
+
+        Feeds the τ estimate (true class when known, else predicted) and the
+        per-class service statistics.
+        """
+        self.tau.observe(entry.klass if true_class is None else true_class, service_s)
+        self.service.observe(entry.klass, service_s, true_class, answer_tokens)
+        if self._running:
+            self._running.pop(id(entry), None)
+
+    # ---- ordering keys -----------------------------------------------------------------
+    def order_key(self, entry: Entry) -> tuple:
+        """Heap key of ``entry`` in the policy order (lower is sooner).
+
+        Without aging: ``(-priority, key, seq)`` (:meth:`Entry.sort_key`). With
+        ``promotion="aging"`` and finite τ: ``(key + key_span × (age_credit -
+        priority), seq)`` where the age credit is ``arrival / (horizon × τ)``: a
+        waiter gains one key span (a Long's P(Long) lead over a Short) per
+        ``horizon × τ`` seconds of waiting, so a request is served before every
+        request that arrives more than ``horizon × τ × Δkey/key_span`` seconds after
+        it (bounded starvation), while simultaneous arrivals (a burst) keep pure
+        policy order. One priority step is worth ``horizon × τ`` of waiting.
+        """
+        if self.promotion != "aging" or math.isinf(self._aging_s):
+            return entry.sort_key()
+        credit = (entry.arrival - self._origin) / self._aging_s - entry.priority
+        return (entry.key + self.key_span * credit, entry.seq)
+
+    def _maybe_reanchor(self, arrival: float) -> None:
+        tau_s = self.tau.tau_s
+        target = self.horizon * tau_s
+        if self._size == 0:
+            self._origin = arrival
+            self._aging_s = target
+            return
+        if math.isinf(target) != math.isinf(self._aging_s):
+            drift = math.inf
+        elif math.isinf(target):
+            drift = 0.0
+        else:
+            drift = abs(target - self._aging_s) / self._aging_s
+        if drift > 0.10:  # τ moved by >10%: rebuild with the new rate, O(n log n), rare
+            live = self._live_entries()
+            self._clear_main()
+            self._origin = min([e.arrival for e in live] + [arrival])
+            self._aging_s = target
+            for e in live:
+                self._push_main(e)
+
+    # ---- deadlines and τ ---------------------------------------------------------------
+    def backlog_s(self, now: float) -> float:
+        """Estimated unfinished work per slot at ``now`` (seconds): expected service of
+        the waiters plus the expected remainder of running entries ("fcfs-bound" only).
+
+        Under any work-conserving order this is the wait FCFS would give a request
+        arriving now (exact for one slot when estimates are exact).
+        """
+        running = 0.0
+        stale = []
+        for key, (w, t0) in self._running.items():
+            left = w - (now - t0)
+            if left > 0:
+                running += left
+            elif now - t0 > 3 * w + 60:  # never observed (lost release): forget it
+                stale.append(key)
+        for key in stale:
+            del self._running[key]
+        return (self._waiting_work + running) / self.slots
+
+    def _fcfs_bound(self, entry: Entry) -> float:
+        """FCFS bound of ``entry`` under "fcfs-bound" (seconds, queue clock):
+        ``arrival + max(τ, (1 + slack) × U)`` where U is the backlog at its arrival
+        (:meth:`backlog_s`, the wait FCFS would give it). Also updates Ū, the running
+        mean of U over arrivals (EWMA, weight 0.02), i.e. the mean FCFS wait: a
+        waiter is due only once it has also waited ``floor × Ū`` (checked at pop)."""
+        tau_s = self.tau.tau_s
+        if math.isinf(tau_s):
+            return math.inf
+        u = self.backlog_s(entry.arrival)
+        self.mean_backlog_s += 0.02 * (u - self.mean_backlog_s)
+        return entry.arrival + max(tau_s, (1.0 + self.slack) * u)
+
+    def _left_work(self, entry: Entry, dispatched_at: float | None) -> None:
+        work = self._work.pop(id(entry), None)
+        if work is None:
+            return
+        self._waiting_work = max(0.0, self._waiting_work - work)
+        if dispatched_at is not None:
+            self._running[id(entry)] = (work, dispatched_at)
+
+    def _due_deadline(self, now: float) -> Entry | None:
+        h = self._deadlines
+        while h and h[0][2].removed:
+            heapq.heappop(h)
+        if h and h[0][0] <= now:
+            self.deadline_dispatches += 1
+            return heapq.heappop(h)[2]
+        b = self._bounds
+        while b and b[0][2].removed:
+            heapq.heappop(b)
+        if b and b[0][0] <= now and now - b[0][2].arrival >= self.floor * self.mean_backlog_s:
+            e = heapq.heappop(b)[2]
+            e.promoted = True
+            self.promotions += 1
+            return e
+        return None
+
+    def _promote(self, now: float) -> Entry | None:
+        if self.promotion in ("aging", "fcfs-bound"):
+            return None
+        if self.promotion == "aged-sjf":
+            return self._promote_aged_sjf(now)
+        tau_s = self.tau.tau_s
+        if math.isinf(tau_s) or self._since_promotion + 1 < self.k:
+            return None
+        oldest = self._ages.oldest()
+        if oldest is not None and now - oldest.arrival > tau_s:
+            oldest.promoted = True
+            self.promotions += 1
+            self._since_promotion = 0
+            return oldest
+        return None
+
+    def _promote_aged_sjf(self, now: float) -> Entry | None:
+        tau_s = self.tau.tau_s
+        if math.isinf(tau_s):
+            return None
+        for e in self._ages.pop_older_than(now - tau_s):
+            heapq.heappush(self._aged, (e.sort_key(), e))
+        h = self._aged
+        while h:
+            e = heapq.heappop(h)[1]
+            if not e.removed:
+                e.promoted = True
+                self.promotions += 1
+                return e
+        return None
+
+    def _clear(self) -> None:
+        self._clear_main()
+        self._ages.clear()
+        self._deadlines.clear()
+        self._bounds.clear()
+        self._aged.clear()
+
+    # ---- subclass hooks ----------------------------------------------------------------
+    def _push_main(self, entry: Entry) -> None:
+        raise NotImplementedError
+
+    def _pop_main(self, now: float) -> Entry | None:
+        raise NotImplementedError
+
+    def _clear_main(self) -> None:
+        raise NotImplementedError
+
+    def _live_entries(self) -> list[Entry]:
+        raise NotImplementedError
+
+    def _left(self, entry: Entry) -> None:
+        pass
+
+    def _bypassed(self, entry: Entry) -> None:
+        pass
+
+
+class HeapPending(_PendingBase):
+    """Min-heap on the policy key with a τ starvation guard (paper §3.4).
+
+    Args:
+        tau: the τ estimator of this queue.
+        promotion: how waiters that have waited long are promoted:
+
+            * ``"strict"``: the paper's rule and DESIGN.md invariant 4: before every
+              dispatch, the oldest waiter older than τ goes first. In a burst
+              every waiter soon exceeds τ and the order collapses to FCFS.
+            * ``"one-in-k"``: at most one aged waiter is promoted per ``k``
+              dispatches; the others follow the policy key. Starvation stays
+              bounded (an aged waiter waits at most k-1 extra dispatches per
+              older aged waiter) while short requests keep their advantage.
+            * ``"aged-sjf"``: waiters older than τ go first, but in policy order
+              among themselves (our reading of how the paper's simulator must
+              have promoted, see ``sjf simulate --scenario table10``). Not a
+              starvation bound: a waiter past τ can be overtaken by every shorter
+              one that passes τ after it.
+            * ``"fcfs-bound"`` (the default of :class:`~sjf_core.policies.Policy`):
+              a waiter becomes due once it has waited longer than τ, than
+              ``(1 + slack)`` × the wait FCFS would have given it (the backlog at
+              its arrival, from observed per-class service times) and than
+              ``floor`` × the current mean FCFS wait; due waiters go first,
+              earliest FCFS bound first (only that one is checked against the floor). So no request waits much longer than under FCFS (the τ bound
+              scales with load instead of being a fixed few seconds), while in a
+              burst the bounds are spread over the FCFS schedule and short
+              requests keep their advantage. O(log n) per operation.
+            * ``"aging"``: no threshold; the heap key is age-weighted (see
+              :meth:`order_key`): waiting ``horizon × τ`` seconds is worth one key
+              span. A burst keeps pure policy order; under steady load a request
+              is overtaken only by requests that arrive within
+              ``horizon × τ × Δkey/key_span`` seconds after it.
+        k: the k of ``"one-in-k"`` (>= 1; k = 1 is ``"strict"``).
+        slack, floor: ``"fcfs-bound"`` parameters (>= 0).
+        slots: slots of the queue (for the backlog of ``"fcfs-bound"``).
+        key_span: key distance between a typical Short and a typical Long (1.0 for
+            P(Long) keys, ~1040 for token keys); used by ``"aging"``.
+        horizon: ``"aging"`` horizon in multiples of τ.
+        service: shared service statistics (a fresh one by default).
+
+    Raises:
+        ValueError: unknown promotion, k < 1, key_span or horizon not positive.
+    """
+
+    def __init__(self, tau: TauEstimator | None = None, promotion: str = "strict", k: int = 2, **kw):
+        super().__init__(tau, promotion, k, **kw)
+        self._heap: list[tuple[tuple, Entry]] = []
+
+    def _push_main(self, entry: Entry) -> None:
+        heapq.heappush(self._heap, (self.order_key(entry), entry))
+
+    def _pop_main(self, now: float) -> Entry | None:
         h = self._heap
         while h:
             e = heapq.heappop(h)[1]
@@ -118,26 +452,113 @@ class HeapPending:
                 return e
         return None
 
-    def pop(self, now: float) -> Entry | None:
-        """Take the next waiter to dispatch at time ``now`` (seconds), or None if empty."""
-        if self._size == 0:
-            return None
-        chosen = None
-        tau_s = self.tau.tau_s
-        if not math.isinf(tau_s) and self._since_promotion + 1 >= self.k:
-            oldest = self._ages.oldest()
-            if oldest is not None and now - oldest.arrival > tau_s:
-                chosen = oldest
-                chosen.promoted = True
-                self.promotions += 1
-                self._since_promotion = 0
-        if chosen is None:
-            chosen = self._pop_min()
-            self._since_promotion += 1
-        chosen.removed = True
-        self._size -= 1
-        return chosen
+    def _clear_main(self) -> None:
+        self._heap.clear()
 
-    def observe(self, entry: Entry, service_s: float, true_class: int | None = None) -> None:
-        """A dispatched entry finished after holding its slot ``service_s`` seconds."""
-        self.tau.observe(entry.klass if true_class is None else true_class, service_s)
+    def _live_entries(self) -> list[Entry]:
+        return [e for _, e in self._heap if not e.removed]
+
+
+class DRRPending(_PendingBase):
+    """Adaptive deficit round robin across Short / Medium / Long (seed 003, allocation layer).
+
+    Each predicted class has its own heap in the policy order (ordering layer). A
+    round visits the classes in turn; a backlogged class earns a quantum of
+    ``weight[c] × max_c(mean service time of class c)`` seconds and dispatches
+    while its deficit covers the cost of its head, the *observed* mean service
+    time of its class (:class:`~sjf_core.service.ServiceStats`, by predicted
+    class). So backlogged classes share the server's time by weight (equal by
+    default: a Long per round against ~15 Shorts with paper Table 1 times), and
+    quanta adapt as service times are observed. An empty class forfeits its
+    deficit (work-conserving). A waiter dispatched by deadline or τ promotion is
+    charged to its class's deficit.
+
+    Args:
+        weights: time-share weights of Short, Medium, Long (each > 0).
+        others: as :class:`HeapPending`.
+
+    Raises:
+        ValueError: as :class:`HeapPending`, or a weight not positive.
+    """
+
+    def __init__(self, tau: TauEstimator | None = None, promotion: str = "strict", k: int = 2,
+                 weights: Sequence[float] = (1.0, 1.0, 1.0), **kw):
+        super().__init__(tau, promotion, k, **kw)
+        weights = tuple(float(w) for w in weights)
+        if len(weights) != 3 or not all(w > 0 and math.isfinite(w) for w in weights):
+            raise ValueError("weights must be three positive numbers (Short, Medium, Long)")
+        self.weights = weights
+        self._queues: list[list[tuple[tuple, Entry]]] = [[], [], []]
+        self._live = [0, 0, 0]
+        self.deficit = [0.0, 0.0, 0.0]
+        self._cur = SHORT
+        self._credited = False
+
+    @staticmethod
+    def _class(entry: Entry) -> int:
+        return entry.klass if entry.klass in (SHORT, MEDIUM, LONG) else MEDIUM
+
+    def quantum(self, c: int) -> float:
+        """Quantum of class ``c`` in seconds: weight × the largest observed class mean."""
+        return self.weights[c] * max(self.service.by_predicted)
+
+    def cost(self, c: int) -> float:
+        """Cost of dispatching one request of class ``c``: its observed mean service seconds."""
+        return self.service.by_predicted[c]
+
+    def _push_main(self, entry: Entry) -> None:
+        c = self._class(entry)
+        heapq.heappush(self._queues[c], (self.order_key(entry), entry))
+        self._live[c] += 1
+
+    def _left(self, entry: Entry) -> None:
+        c = self._class(entry)
+        self._live[c] -= 1
+        if self._live[c] == 0:
+            self._queues[c].clear()
+            self.deficit[c] = 0.0
+
+    def _bypassed(self, entry: Entry) -> None:
+        c = self._class(entry)
+        self.deficit[c] -= self.cost(c)
+
+    def _next(self) -> None:
+        self._cur = (self._cur + 1) % 3
+        self._credited = False
+
+    def _head(self, c: int) -> Entry | None:
+        q = self._queues[c]
+        while q and q[0][1].removed:
+            heapq.heappop(q)
+        return q[0][1] if q else None
+
+    def _pop_main(self, now: float) -> Entry | None:
+        for _ in range(3000):  # weights >= 0.001 of the largest need at most ~1000 rounds
+            c = self._cur
+            if self._live[c] == 0:
+                self.deficit[c] = 0.0
+                self._next()
+                continue
+            if not self._credited:
+                self.deficit[c] += self.quantum(c)
+                self._credited = True
+            if self.deficit[c] >= self.cost(c) - 1e-12:
+                self.deficit[c] -= self.cost(c)
+                head = self._head(c)
+                heapq.heappop(self._queues[c])
+                return head
+            self._next()
+        # unreachable with sane weights; serve the fullest class rather than stall
+        c = max(range(3), key=lambda i: self._live[i])
+        head = self._head(c)
+        if head is not None:
+            heapq.heappop(self._queues[c])
+        return head
+
+    def _clear_main(self) -> None:
+        for q in self._queues:
+            q.clear()
+        self._live = [0, 0, 0]  # deficits survive a rebuild; `_left` resets an emptied class
+
+    def _live_entries(self) -> list[Entry]:
+        return [e for q in self._queues for _, e in q if not e.removed]

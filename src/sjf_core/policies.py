@@ -2,7 +2,35 @@
 
 A policy turns a :class:`~sjf_core.prediction.Prediction` and the request's
 metadata into an ordering key (lower is served sooner) and makes the pending
-structure of one backend queue (:meth:`Policy.new_pending`).
+structure of one backend queue (:meth:`Policy.new_pending`). The live asyncio
+queue, the Redis store (score = :meth:`Policy.key`) and ``sjf simulate`` all use
+these objects; none keeps its own copy of a policy.
+
+Policies (``make_policy(name, **options)``):
+
+* ``fcfs``: arrival order (τ off).
+* ``sjf``: ascending P(Long), as in the paper (§3.3–3.4).
+* ``sjf-tokens``: ascending expected answer tokens Σ p_c × typical tokens of c,
+  capped by the request's ``max_tokens`` / ``max_completion_tokens``.
+* ``fair``: adaptive deficit round robin across predicted Short/Medium/Long,
+  quanta from observed service times (seed 003); P(Long) order within a class.
+* ``oracle``: ascending *true* answer tokens (``prediction.expected_tokens`` must
+  be the real length: simulator and benchmarks with a trace only); τ off.
+
+Options common to all: ``tau`` ("3x" × measured mean Short service time, seconds,
+or "off"), ``promotion`` ("fcfs-bound" default, "strict" = the paper's rule, "one-in-k", "aging", "aged-sjf"),
+``k`` (one-in-k), ``horizon`` (aging horizon in multiples of τ).
+
+Request metadata (:mod:`sjf_core.meta`) acts on every policy the same way:
+
+* **priority** (``metadata.sjf_priority`` / ``x-sjf-priority``, integer): higher is
+  served first. With "strict"/"one-in-k" it is a strict tier below τ promotion;
+  with "aging" one priority step is worth ``horizon × τ`` seconds of waiting (so a
+  low-priority request still cannot starve); with ``fair`` it orders within a class.
+* **deadline** (``metadata.sjf_deadline_s`` / ``x-sjf-deadline-s``, seconds from
+  arrival): once the request's latest start time (deadline − its expected service
+  time, observed per class) has come, it goes before everything else, earliest
+  latest-start first (EDF). A request is never dropped for missing its deadline.
 """
 
 from __future__ import annotations
@@ -10,10 +38,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .entry import MEDIUM
-from .pending import HeapPending, PendingQueue
-from .prediction import Prediction
+from .entry import LONG, MEDIUM, SHORT, Entry
+from .pending import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DRRPending, HeapPending,
+                      PendingQueue)
+from .prediction import TYPICAL_TOKENS, Prediction
 from .tau import TauConfig, TauEstimator
+
+#: Default promotion rule for waiters past τ (chosen with ``sjf simulate --scenario variants``).
+DEFAULT_PROMOTION = "fcfs-bound"
 
 
 @dataclass(frozen=True)
@@ -37,16 +69,32 @@ class Policy:
 
     Args:
         tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off".
-        promotion: aged-waiter promotion rule of :class:`HeapPending`.
+        promotion: promotion rule of the pending structure: "aging" (default),
+            "strict" (paper §3.4, DESIGN.md invariant 4) or "one-in-k"
+            (see :class:`~sjf_core.pending.HeapPending`).
         k: the k of the "one-in-k" promotion rule.
+        initial_short_service_s: seed of the mean Short service time (seconds).
+        horizon: "aging" horizon in multiples of τ (a Long that has waited
+            ``horizon × τ`` ties with a fresh Short).
+
+    Raises:
+        ValueError: bad τ, promotion, k or horizon.
     """
 
     name = "base"
+    #: Key distance between a typical Short and a typical Long (aging scale).
+    key_span = 1.0
 
-    def __init__(self, tau="3x", promotion: str = "strict", k: int = 2, initial_short_service_s: float = 2.0):
+    def __init__(self, tau="3x", promotion: str = DEFAULT_PROMOTION, k: int = 2,
+                 initial_short_service_s: float = 2.0, horizon: float = DEFAULT_AGING_HORIZON,
+                 slack: float = DEFAULT_FCFS_SLACK, floor: float = DEFAULT_FCFS_FLOOR):
         self.tau_config = TauConfig.parse(tau, initial_short_service_s)
         self.promotion = promotion
         self.k = k
+        self.horizon = float(horizon)
+        self.slack = float(slack)
+        self.floor = float(floor)
+        self.new_pending()  # validate the options now
 
     # Neutral key for requests that could not be scored (fail-open, invariant 5).
     def fallback_key(self) -> float:
@@ -58,10 +106,51 @@ class Policy:
 
     def new_pending(self) -> PendingQueue:
         """A fresh pending structure (with its own τ estimate) for one backend queue."""
-        return HeapPending(TauEstimator(self.tau_config), self.promotion, self.k)
+        return HeapPending(TauEstimator(self.tau_config), self.promotion, self.k,
+                           key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor)
+
+    def make_entry(self, seq: int, arrival: float, prediction: Prediction | None,
+                   meta: RequestMeta | None = None) -> Entry:
+        """The :class:`Entry` of one request (used by every queue store and the simulator).
+
+        Never raises: a missing prediction, a policy error or a NaN key gives an
+        unscored entry at :meth:`fallback_key` with ``fallback=True`` (fail-open,
+        DESIGN.md invariant 5).
+
+        Args:
+            seq: arrival sequence number (final FCFS tie-break).
+            arrival: arrival time in seconds on the queue's clock.
+            prediction: the predicted length, or None (unscored).
+            meta: request metadata (max_tokens, priority, deadline_s).
+        """
+        meta = meta or RequestMeta()
+        entry = Entry(seq=seq, arrival=float(arrival))
+        try:
+            entry.priority = int(meta.priority or 0)
+        except (TypeError, ValueError):
+            entry.priority = 0
+        try:
+            if meta.deadline_s is not None and float(meta.deadline_s) > 0:
+                entry.deadline = entry.arrival + float(meta.deadline_s)
+        except (TypeError, ValueError):
+            entry.deadline = None
+        try:
+            if prediction is None:
+                raise ValueError("no prediction")
+            key = float(self.key(prediction, meta))
+            if math.isnan(key):
+                raise ValueError("NaN key")
+            entry.key = key
+            entry.klass = prediction.klass
+            entry.expected_tokens = float(prediction.expected_tokens)
+        except Exception:
+            entry.key = self.fallback_key()
+            entry.fallback = True
+        return entry
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(tau={self.tau_config}, promotion={self.promotion!r}, k={self.k})"
+        return (f"{type(self).__name__}(tau={self.tau_config}, promotion={self.promotion!r}, "
+                f"k={self.k}, horizon={self.horizon})")
 
 
 class FCFSPolicy(Policy):
@@ -71,6 +160,7 @@ class FCFSPolicy(Policy):
 
     def __init__(self, **kw):
         kw["tau"] = "off"
+        kw.setdefault("promotion", "strict")  # irrelevant with τ off; the simplest rule
         super().__init__(**kw)
 
     def key(self, prediction, meta) -> float:
@@ -96,6 +186,7 @@ class SJFTokensPolicy(Policy):
     """
 
     name = "sjf-tokens"
+    key_span = TYPICAL_TOKENS[LONG] - TYPICAL_TOKENS[SHORT]
 
     def fallback_key(self) -> float:
         return 400.0
@@ -107,10 +198,56 @@ class SJFTokensPolicy(Policy):
         return tokens if math.isfinite(tokens) else self.fallback_key()
 
 
+class FairPolicy(SJFPolicy):
+    """Adaptive DRR across predicted Short/Medium/Long (seed 003), P(Long) order within a class.
+
+    Args:
+        weights: time-share weights of Short, Medium, Long (default equal: each
+            backlogged class gets the same share of backend time).
+        others: as :class:`Policy`.
+    """
+
+    name = "fair"
+
+    def __init__(self, weights=(1.0, 1.0, 1.0), **kw):
+        self.weights = tuple(float(w) for w in weights)
+        super().__init__(**kw)
+
+    def new_pending(self) -> PendingQueue:
+        return DRRPending(TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
+                          key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor)
+
+
+class OraclePolicy(Policy):
+    """Oracle SJF: ascending *true* answer tokens; τ off by default.
+
+    The ceiling for non-preemptive admission (DESIGN.md). It needs a prediction
+    whose ``expected_tokens`` is the real answer length, which only the simulator
+    and trace-driven benchmarks have.
+    """
+
+    name = "oracle"
+    key_span = TYPICAL_TOKENS[LONG] - TYPICAL_TOKENS[SHORT]
+
+    def __init__(self, **kw):
+        kw.setdefault("tau", "off")
+        kw.setdefault("promotion", "strict")  # irrelevant with τ off
+        super().__init__(**kw)
+
+    def fallback_key(self) -> float:
+        return TYPICAL_TOKENS[MEDIUM]
+
+    def key(self, prediction: Prediction, meta: RequestMeta) -> float:
+        t = float(prediction.expected_tokens)
+        return t if math.isfinite(t) else self.fallback_key()
+
+
 POLICIES: dict[str, type[Policy]] = {
     FCFSPolicy.name: FCFSPolicy,
     SJFPolicy.name: SJFPolicy,
     SJFTokensPolicy.name: SJFTokensPolicy,
+    FairPolicy.name: FairPolicy,
+    OraclePolicy.name: OraclePolicy,
 }
 
 
@@ -129,4 +266,5 @@ def make_policy(spec="sjf", **kw) -> Policy:
     return cls(**kw)
 
 
-__all__ = ["Policy", "FCFSPolicy", "SJFPolicy", "SJFTokensPolicy", "POLICIES", "make_policy", "RequestMeta", "MEDIUM"]
+__all__ = ["Policy", "FCFSPolicy", "SJFPolicy", "SJFTokensPolicy", "FairPolicy", "OraclePolicy", "POLICIES",
+           "DEFAULT_PROMOTION", "make_policy", "RequestMeta", "MEDIUM"]

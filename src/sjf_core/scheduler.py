@@ -48,6 +48,16 @@ class Scheduler:
         plugins: pluggy plugins (see :mod:`sjf_core.hooks`): None reads ``$SJF_PLUGINS``
             (unset: load the ``clairvoyant_sjf.plugins`` entry points), False for none,
             "auto", a list of plugin objects, or a ``pluggy.PluginManager``.
+        overload: overload control for every backend queue
+            (:class:`~sjf_core.overload.OverloadConfig` or a mapping of its fields:
+            ``max_queue_depth``, ``max_predicted_wait_s``, ``ladder``, ``defer_s``),
+            or None. Refused requests raise :class:`~sjf_core.errors.AdmissionRejected`
+            from ``Ticket.acquire``.
+        backend_overload: per-backend overload settings, keyed by base URL
+            (replacing ``overload`` for that backend).
+        rate_limit: maximum dispatch rate of every backend (a number per second or
+            "60/min", see :class:`~sjf_core.ratelimit.RateLimit`), or None.
+        backend_rate_limits: per-backend rate limits, keyed by base URL.
     """
 
     def __init__(
@@ -61,6 +71,10 @@ class Scheduler:
         policy_options: Mapping[str, Any] | None = None,
         listeners: list[QueueEvents] | None = None,
         plugins: Any = None,
+        overload: Any = None,
+        backend_overload: Mapping[str, Any] | None = None,
+        rate_limit: Any = None,
+        backend_rate_limits: Mapping[str, Any] | None = None,
     ):
         opts = dict(policy_options or {})
         if not isinstance(policy, Policy):
@@ -74,6 +88,14 @@ class Scheduler:
         self.backend_slots = {backend_key(k): int(v) for k, v in (backend_slots or {}).items()}
         self.lease_ttl_s = lease_ttl_s
         self.listeners = list(listeners or [])
+        from .overload import OverloadConfig
+        from .ratelimit import RateLimit
+
+        # validate now: bad limits are config errors
+        self.overload = OverloadConfig.parse(overload)
+        self.backend_overload = {backend_key(k): OverloadConfig.parse(v) for k, v in (backend_overload or {}).items()}
+        self.rate_limit = RateLimit.parse(rate_limit)
+        self.backend_rate_limits = {backend_key(k): RateLimit.parse(v) for k, v in (backend_rate_limits or {}).items()}
         self._predictor_spec = predictor
         self._predictor = None
         self._predictor_failed = False
@@ -152,6 +174,8 @@ class Scheduler:
                         name=key,
                         lease_ttl_s=self.lease_ttl_s,
                         listeners=self.listeners,
+                        overload=self.backend_overload.get(key, self.overload),
+                        rate_limit=self.backend_rate_limits.get(key, self.rate_limit),
                     )
                     self._queues[key] = q
         return q
