@@ -317,11 +317,16 @@ SHORTS = ["Who wrote the novel Pride and Prejudice?", "Explain how a hash table 
 
 
 @pytest.fixture(scope="module")
-def tau_proxy():
-    emus = {"t": EmulatorThread(tokens_per_s=400, slots=1, trace_records=TRACE)}
+def tau_proxy(tmp_path_factory):
+    """Proxy with τ = 1 s (strict promotion); backend "o" has overload control
+    (at most 1 waiter), set per backend in an SJF_CONFIG file."""
+    emus = {"t": EmulatorThread(tokens_per_s=400, slots=1, trace_records=TRACE),
+            "o": EmulatorThread(tokens_per_s=400, slots=1, trace_records=TRACE)}
+    cfg = tmp_path_factory.mktemp("sjf") / "sjf.yaml"
+    cfg.write_text(json.dumps({"backends": {emus["o"].base_url: {"overload": {"max_queue_depth": 1}}}}))
     proxy = None
     try:
-        proxy, port = _start(emus, {"SJF_TAU": "1.0", "SJF_PROMOTION": "strict"})
+        proxy, port = _start(emus, {"SJF_TAU": "1.0", "SJF_PROMOTION": "strict", "SJF_CONFIG": str(cfg)})
         yield Harness(proxy, port, emus)
     finally:
         if proxy is not None:
@@ -360,7 +365,67 @@ async def test_tau_promotes_a_long_request(tau_proxy, main):
     assert served[-1] == short_hash(LONG_PROMPT)
 
 
+async def test_overload_rejection_is_http_429_with_retry_after(tau_proxy):
+    h = tau_proxy
+    holder = await _hold(h, "o")
+    queued = asyncio.create_task(h.chat("o", "ok short"))
+    assert await until(lambda: h.queue("o")["waiting"] == 1), h.dump()
+    async with httpx.AsyncClient(timeout=30) as hc:
+        r = await hc.post(h.proxy.openai_base_url + "/chat/completions",
+                          headers={"Authorization": f"Bearer {h.proxy.master_key}"},
+                          json={"model": "o", "messages": [{"role": "user", "content": "ok short"}]})
+    assert r.status_code == 429, r.text
+    assert int(r.headers["retry-after"]) >= 1
+    h.emus["o"].release_holds()
+    assert await holder == 5 and await queued == 30
+    assert await until(lambda: h.idle("o")), h.dump()
+    assert h.status()["counters"]["rejected_429"] == 1
+    assert h.emus["o"].stats()["received"] == 2  # the refused request never reached the backend
+
+
 def test_no_emulator_ever_saw_more_than_its_slots(main):
     for name, emu in main.emus.items():
         st = emu.stats()
         assert st["max_in_flight"] <= st["slots"], (name, st)
+
+
+# ---- settings (no proxy) --------------------------------------------------------------------
+def test_settings_from_env_and_file(tmp_path):
+    from litellm_sjf.settings import load_settings
+
+    f = tmp_path / "sjf.yaml"
+    f.write_text("policy: sjf-tokens\ntau: 4\nslots: 2\nbackends:\n"
+                 "  http://h:1/v1/: {slots: 3, on_disconnect: release, overload: {max_queue_depth: 5}}\n")
+    s = load_settings({"SJF_CONFIG": str(f), "SJF_TAU": "off", "SJF_BACKEND_SLOTS": "http://h:2/v1=4,http://h:3/v1=1"})
+    assert (s.policy, s.tau, s.slots) == ("sjf-tokens", "off", 2)  # env beats the file
+    assert s.backend_slots == {"http://h:1/v1": 3, "http://h:2/v1": 4, "http://h:3/v1": 1}
+    assert s.on_disconnect_for("http://h:1/v1/") == "release" and s.on_disconnect_for("http://h:2/v1") == "drain"
+    assert s.backend_overload == {"http://h:1/v1": {"max_queue_depth": 5}}
+    s = load_settings({"SJF_BACKEND_SLOTS": '{"http://x/v1": 2}', "SJF_PREDICTOR": "none"})
+    assert s.backend_slots == {"http://x/v1": 2} and s.predictor is None
+
+
+@pytest.mark.parametrize("env, word", [
+    ({"SJF_POLICY": "lifo"}, "policy"), ({"SJF_TAU": "soon"}, "tau"), ({"SJF_SLOTS": "0"}, "slots"),
+    ({"SJF_SLOTS": "two"}, "SJF_"), ({"SJF_ON_DISCONNECT": "ignore"}, "on_disconnect"),
+    ({"SJF_BACKEND_SLOTS": "nonsense"}, "SJF_BACKEND_SLOTS"), ({"SJF_OVERLOAD": "{"}, "SJF_OVERLOAD"),
+    ({"SJF_OVERLOAD": '{"bogus": 1}'}, "overload"), ({"SJF_CONFIG": "/nonexistent/sjf.yaml"}, "SJF_CONFIG"),
+])
+def test_bad_settings_raise_a_clear_error(env, word):
+    from litellm_sjf.settings import load_settings
+
+    with pytest.raises(ValueError, match=word):
+        load_settings(env)
+
+
+def test_hooks_are_defined_on_the_instance_class():
+    """LiteLLM skips inherited hooks silently (DESIGN.md): each must be in vars(cls)."""
+    import litellm_sjf
+    from litellm.integrations.custom_logger import CustomLogger
+
+    inst = litellm_sjf.proxy_handler_instance
+    assert isinstance(inst, CustomLogger)
+    for hook in ("async_pre_call_hook", "async_pre_call_deployment_hook", "async_post_call_success_hook",
+                 "async_post_call_failure_hook", "async_post_call_streaming_iterator_hook",
+                 "async_log_success_event", "async_log_failure_event"):
+        assert hook in vars(type(inst)), hook

@@ -235,7 +235,9 @@ class SJFHandler(CustomLogger):
             return factory()
         opts = s.policy_options()
         return Scheduler(predictor=s.predictor, policy=s.policy, tau=opts.pop("tau"), slots=s.slots,
-                         backend_slots=s.backend_slots, lease_ttl_s=s.lease_ttl_s, policy_options=opts)
+                         backend_slots=s.backend_slots, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
+                         overload=s.overload, backend_overload=s.backend_overload or None,
+                         rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None)
 
     # ---- call records -------------------------------------------------------------------
     def _find(self, data: Any) -> _Call | None:

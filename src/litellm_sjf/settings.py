@@ -19,6 +19,12 @@ env var                    file key                         meaning (default)
                                                             this many seconds is force-released (safety net)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_ORPHAN_HOLD_MAX_S``  ``orphan_hold_max_s``            120: longest hold after an orphaned non-stream call
+``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
+                                                            :class:`sjf_core.overload.OverloadConfig` fields, e.g.
+                                                            ``{"max_queue_depth": 32}``; refusals become HTTP 429
+                                                            with ``Retry-After`` (default: none)
+``SJF_RATE_LIMIT``         ``rate_limit`` (also per         dispatch rate limit per backend, e.g. "60/min"
+                           backend)                         (default: none)
 ``SJF_PREDICTOR``          ``predictor``                    "default" (shipped model), a path to an ONNX model,
                                                             or "none" (FCFS order)
 ``SJF_STATUS_PORT``        ``status_port``                  unset: no status server; N: serve read-only
@@ -27,6 +33,9 @@ env var                    file key                         meaning (default)
                                                             :class:`sjf_core.Scheduler` (overrides the above)
 ``SJF_DISABLED``           ``disabled``                     "1": pass every request through untouched
 =========================  ===============================  ==================================================
+
+``SJF_REDIS_URL`` (read by :class:`sjf_core.Scheduler` itself) shares each backend's
+queue across proxy workers and replicas through Redis.
 
 Backend keys are the deployments' ``api_base`` URLs exactly as in the LiteLLM config
 (a trailing slash is ignored). A bad setting raises :class:`ValueError` naming it when
@@ -62,6 +71,10 @@ class PluginSettings:
     drain_max_s: float = 600.0
     orphan_hold_max_s: float = 120.0
     predictor: Any = "default"
+    overload: Any = None
+    backend_overload: dict = field(default_factory=dict)
+    rate_limit: Any = None
+    backend_rate_limits: dict = field(default_factory=dict)
     status_port: int | None = None
     scheduler_factory: str | None = None
     disabled: bool = False
@@ -83,6 +96,13 @@ class PluginSettings:
                 raise ValueError(f"SJF {name} must be > 0")
         if self.scheduler_factory is None:
             make_policy(self.policy, **self.policy_options())  # raises ValueError on a bad policy/τ/promotion
+            from sjf_core.overload import OverloadConfig
+            from sjf_core.ratelimit import RateLimit
+
+            for v in [self.overload, *self.backend_overload.values()]:
+                OverloadConfig.parse(v)
+            for v in [self.rate_limit, *self.backend_rate_limits.values()]:
+                RateLimit.parse(v)
         return self
 
     def policy_options(self) -> dict:
@@ -160,11 +180,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     if env.get("SJF_CONFIG"):
         data = _read_file(env["SJF_CONFIG"])
     known = {"policy", "tau", "promotion", "k", "slots", "backends", "on_disconnect", "lease_ttl_s", "drain_max_s",
-             "orphan_hold_max_s", "predictor", "status_port", "scheduler_factory", "disabled"}
+             "orphan_hold_max_s", "predictor", "status_port", "scheduler_factory", "disabled", "overload",
+             "rate_limit"}
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-    for key in ("policy", "tau", "promotion", "predictor", "scheduler_factory", "on_disconnect"):
+    for key in ("policy", "tau", "promotion", "predictor", "scheduler_factory", "on_disconnect", "overload",
+                "rate_limit"):
         if key in data:
             setattr(s, key, data[key])
     for key in ("k", "slots", "status_port"):
@@ -185,6 +207,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
             s.backend_slots[backend_key(url)] = int(opts["slots"])
         if "on_disconnect" in opts:
             s.backend_on_disconnect[backend_key(url)] = str(opts["on_disconnect"])
+        if "overload" in opts:
+            s.backend_overload[backend_key(url)] = opts["overload"]
+        if "rate_limit" in opts:
+            s.backend_rate_limits[backend_key(url)] = opts["rate_limit"]
+        extra = set(opts) - {"slots", "on_disconnect", "overload", "rate_limit"}
+        if extra:
+            raise ValueError(f"SJF_CONFIG: backend {url}: unknown keys {sorted(extra)}")
 
     def get(name):
         v = env.get(name)
@@ -209,6 +238,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
                            ("SJF_ORPHAN_HOLD_MAX_S", "orphan_hold_max_s")):
             if get(name):
                 setattr(s, attr, float(get(name)))
+        if get("SJF_OVERLOAD"):
+            try:
+                s.overload = json.loads(get("SJF_OVERLOAD"))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"SJF_OVERLOAD is not valid JSON: {exc.msg}") from None
+        if get("SJF_RATE_LIMIT"):
+            s.rate_limit = get("SJF_RATE_LIMIT").strip()
         if get("SJF_PREDICTOR"):
             s.predictor = get("SJF_PREDICTOR").strip()
         if get("SJF_STATUS_PORT"):
