@@ -1,0 +1,181 @@
+"""Run scenarios × contenders on one backend through one path, and collect the results.
+
+Protocol (DESIGN.md): every contender of a scenario gets the very same jobs and
+arrival times; the backend's served-order log is reset in between; a short
+warm-up request (not counted) precedes each contender's run. With ``repeat`` > 1
+the contenders are run in alternating order (forward, then reversed, ...) and
+the records of all repeats are pooled, so slow drift of the shared machine's load
+does not favour one side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .client import drive
+from .policies import PolicySpec
+from .stats import RequestRecord, compare, service_stats, summarize
+from .workload import Job, ServiceModel, describe
+
+
+@dataclass
+class Scenario:
+    """A named workload.
+
+    Attributes:
+        name: e.g. "burst", "poisson-0.74", "replay-0.80".
+        jobs: the jobs (same for every contender).
+        settings: what produced it (for the report), e.g. ``{"rho": 0.74, "mix": [...]}``.
+    """
+
+    name: str
+    jobs: list[Job]
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class ScenarioResult:
+    """Results of one scenario: records, summaries and same-run comparisons per contender."""
+
+    scenario: Scenario
+    records: dict[str, list[RequestRecord]]
+    summaries: dict
+    comparisons: dict
+    service: dict
+    backend_stats: dict
+    workload: dict
+    wall_s: float
+
+
+@dataclass
+class BenchResult:
+    """A whole ``sjf bench`` run."""
+
+    path: str
+    backend: str
+    policies: list[str]
+    scenarios: list[ScenarioResult]
+    environment: dict
+    settings: dict
+
+
+def environment() -> dict:
+    """Date, host and load of this machine, for the report."""
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (float("nan"),) * 3
+    try:
+        import litellm  # noqa: F401
+        from importlib.metadata import version
+
+        litellm_version = version("litellm")
+    except Exception:
+        litellm_version = None
+    return {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_avg_start": [round(x, 2) for x in load],
+        "litellm": litellm_version,
+    }
+
+
+async def _warm_up(sender, model_hint: str = "") -> None:
+    # A tiny request (not in the workload; the emulator gives it a fallback length, capped to
+    # 1 token) so that lazy initialisation in the proxy or SDK is not charged to the first job.
+    warm = Job(idx=-1, prompt="Say OK. (benchmark warm-up)", tokens=1, max_tokens=1)
+    try:
+        await sender(warm, "warm-up")
+    except Exception:
+        pass
+
+
+async def run_async(
+    path,
+    backend,
+    scenarios: Sequence[Scenario],
+    specs: Sequence[PolicySpec],
+    predictor=None,
+    repeat: int = 1,
+    progress: bool = True,
+) -> BenchResult:
+    """Run every scenario under every contender (see module docstring).
+
+    Args:
+        path: a :class:`~sjf_core.bench.paths.WrapperPath` or :class:`~sjf_core.bench.paths.ProxyPath`.
+        backend: an :class:`~sjf_core.bench.backend.EmulatorBackend` or ``ExternalBackend``.
+        scenarios: the workloads.
+        specs: contenders; ``fcfs`` must be among them.
+        predictor: the default predictor, for the records' predicted class.
+        repeat: runs per contender and scenario (records pooled).
+        progress: show a tqdm progress bar on stderr.
+    """
+    from tqdm import tqdm
+
+    specs = [s for s in specs if not (s.litellm_priority and not path.supports_litellm_priority)]
+    env = environment()
+    total = sum(len(sc.jobs) for sc in scenarios) * len(specs) * repeat
+    bar = tqdm(total=total, unit="req", desc="sjf bench", disable=not progress, dynamic_ncols=True)
+    records: dict[str, dict[str, list[RequestRecord]]] = {sc.name: {s.label: [] for s in specs} for sc in scenarios}
+    bstats: dict[str, dict[str, dict]] = {sc.name: {} for sc in scenarios}
+    walls: dict[str, float] = {sc.name: 0.0 for sc in scenarios}
+    predicted = {}
+    if predictor is not None:
+        for sc in scenarios:
+            for j in sc.jobs:
+                try:
+                    predicted[(sc.name, j.idx)] = int(predictor.predict(j.prompt).klass)
+                except Exception:
+                    pass
+    try:
+        for rep in range(repeat):
+            order = list(specs) if rep % 2 == 0 else list(reversed(specs))
+            for spec in order:
+                sender = await path.open(spec)
+                try:
+                    await _warm_up(sender)
+                    for sc in scenarios:
+                        bar.set_postfix_str(f"{sc.name} · {spec.label}" + (f" · rep {rep + 1}" if repeat > 1 else ""))
+                        backend.reset()
+                        t0 = time.monotonic()
+                        recs = await drive(sc.jobs, sender, spec.label, bar)
+                        walls[sc.name] += time.monotonic() - t0
+                        st = backend.annotate(sc.jobs, recs)
+                        bstats[sc.name][spec.label] = st
+                        for r in recs:
+                            r.predicted_class = predicted.get((sc.name, r.idx), -1)
+                        records[sc.name][spec.label].extend(recs)
+                finally:
+                    aclose = getattr(sender, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+    finally:
+        bar.close()
+        await path.close()
+    results = []
+    service = getattr(backend, "service", None)
+    for sc in scenarios:
+        recs = records[sc.name]
+        sums = {label: summarize(rs, label) for label, rs in recs.items()}
+        oracle = "oracle" if "oracle" in sums else None
+        comps = compare(sums, recs, fcfs="fcfs", oracle=oracle)
+        svc = service_stats(recs.get("fcfs", []))
+        results.append(ScenarioResult(sc, recs, sums, comps, svc, bstats[sc.name],
+                                      describe(sc.jobs, service if isinstance(service, ServiceModel) else None),
+                                      walls[sc.name]))
+    env["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return BenchResult(path=path.name, backend=backend.describe(), policies=[s.label for s in specs],
+                       scenarios=results, environment=env, settings={"repeat": repeat})
+
+
+def run(*args, **kw) -> BenchResult:
+    """Synchronous :func:`run_async`."""
+    return asyncio.run(run_async(*args, **kw))
