@@ -309,3 +309,33 @@ async def test_litellm_proxy_never_leaks_the_prompt(sandbox):
     finally:
         await asyncio.get_running_loop().run_in_executor(None, proxy.stop)
         emu.stop()
+
+
+def test_training_log_stores_features_and_token_counts_only(sandbox, caplog):
+    """The opt-in training log (sjf_core.training_log) never stores prompt text."""
+    from sjf_core import load_predictor
+    from sjf_core.training_log import TrainingLogWriter
+
+    caplog.set_level(logging.DEBUG)
+    predictor = load_predictor()
+    path = sandbox / "cwd" / "logs" / "train.jsonl"
+    with TrainingLogWriter(path) as w:
+        assert w.write_observation(predictor, CANARY, 812, model="llama3")
+        assert w.write_observation(predictor, CANARY + " \ud800" + "x" * 100_000, 7)
+        # misuse: text where features belong, or as the token count, is refused, not written
+        assert not w.write(CANARY, predictor.info.layout, 5)
+        assert not w.write(predictor.layout.extract(CANARY), predictor.info.layout, CANARY)
+        assert not w.write(predictor.layout.extract(CANARY), CANARY, 5)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2
+    allowed = {"v", "ts", "layout", "completion_tokens", "features", "features_sparse", "source", "model"}
+    for line, tokens in zip(lines, (812, 7)):
+        rec = json.loads(line)
+        assert set(rec) <= allowed
+        assert rec["completion_tokens"] == tokens
+        feats = rec.get("features") or rec["features_sparse"]["val"]
+        assert all(isinstance(v, (int, float)) for v in feats)
+    assert not leaks(path.read_bytes())
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert_records_clean(caplog.records, "training log")
+    assert_files_clean(list_files(sandbox), "training log")
