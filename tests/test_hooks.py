@@ -126,9 +126,10 @@ async def test_example_ordering_key_changes_dispatch_order(installed_example):
 
 async def test_example_event_hooks_count(installed_example):
     import sjf_plugin_example as ex
+    from sjf_core.errors import AdmissionRejected
 
     ex.reset()
-    s = Scheduler(predictor=FixedPredictor(), plugins=[ex])
+    s = Scheduler(predictor=FixedPredictor(), plugins=[ex], overload={"max_queue_depth": 1})
     async with s.ticket(BACKEND, chat("hello")) as t:
         pass
     holder = s.ticket(BACKEND, chat("a"))
@@ -136,10 +137,16 @@ async def test_example_event_hooks_count(installed_example):
     waiter = s.ticket(BACKEND, chat("b"))
     with pytest.raises(asyncio.TimeoutError):
         await waiter.acquire(timeout=0.01)
+    queued = s.ticket(BACKEND, chat("c"))
+    task = asyncio.create_task(queued.acquire())
+    await asyncio.sleep(0)
+    with pytest.raises(AdmissionRejected):  # overload control: the queue is full
+        await s.ticket(BACKEND, chat("d")).acquire()
     holder.release()
-    s.listeners[-1].on_reject(s.queue(BACKEND), None, "queue_depth")
+    await task
+    queued.release()
     b = BACKEND
-    assert ex.COUNTS == {("enqueue", b): 3, ("dispatch", b): 2, ("complete", b): 2, ("cancel", b): 1, ("reject", b): 1}
+    assert ex.COUNTS == {("enqueue", b): 4, ("dispatch", b): 3, ("complete", b): 3, ("cancel", b): 1, ("reject", b): 1}
     assert t.state == "released"
 
 

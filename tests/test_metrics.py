@@ -196,3 +196,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+async def test_overload_rejections_counted_by_reason(reg):
+    from sjf_core.errors import AdmissionRejected
+
+    s = Scheduler(predictor=LengthPredictor(), listeners=[PrometheusMetrics(reg)], plugins=False,
+                  overload={"max_queue_depth": 1})
+    b = BACKEND
+    holder = s.ticket(b, chat("short"))
+    await holder.acquire()
+    waiter = s.ticket(b, chat("short two"))
+    task = asyncio.create_task(waiter.acquire())
+    await asyncio.sleep(0)
+    refused = s.ticket(b, chat("short three"))
+    with pytest.raises(AdmissionRejected) as ei:
+        await refused.acquire()
+    holder.release(10)
+    await task
+    waiter.release(10)
+    assert val(reg, "sjf_rejections_total", backend=b, reason=ei.value.reason) == 1
+    assert val(reg, "sjf_queue_depth", backend=b) == 0 and val(reg, "sjf_in_flight", backend=b) == 0
