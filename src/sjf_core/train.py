@@ -29,7 +29,7 @@ from .layouts import get_layout
 from .predictor import META_BOUNDS, META_KIND, META_LAYOUT, META_SIGMA
 from .train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset
 
-__all__ = ["PRESETS", "TrainConfig", "featurize_groups", "fit", "export_onnx", "train_model"]
+__all__ = ["PRESETS", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
 
 #: XGBoost hyper-parameter presets. ``paper`` is the paper's §4.3 replication preset.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -52,6 +52,9 @@ class TrainConfig:
         nthread: XGBoost threads (keep 1–2 on a shared machine).
         balance: classifier only: weight classes equally.
         base: path of a base model to continue boosting from (domain retraining), or None.
+        source_weighting: "sqrt" (default): a prompt from a source with n training prompts
+            weighs ∝ 1/sqrt(n), so small sources (the arena sets) are not drowned by
+            ShareGPT; "equal": ∝ 1/n; "none": every prompt weighs 1.
     """
 
     name: str
@@ -61,6 +64,25 @@ class TrainConfig:
     nthread: int = 2
     balance: bool = True
     base: str | None = None
+    source_weighting: str = "sqrt"
+
+
+def group_weights(ds: Dataset, keys: Sequence[str], mode: str = "sqrt") -> np.ndarray | None:
+    """Training weight per prompt group (see :attr:`TrainConfig.source_weighting`): float64
+    [len(keys)], mean 1, or None for ``mode="none"``. A prompt found in several sources
+    takes the mean of their weights."""
+    if mode == "none":
+        return None
+    if mode not in ("sqrt", "equal"):
+        raise ValueError(f"unknown source weighting {mode!r}; choose sqrt, equal or none")
+    srcs = [ds.group_sources(k) for k in keys]
+    counts: dict[str, int] = {}
+    for ss in srcs:
+        for s in ss:
+            counts[s] = counts.get(s, 0) + 1
+    power = 0.5 if mode == "sqrt" else 1.0
+    w = np.array([np.mean([counts[s] ** -power for s in ss]) for ss in srcs], dtype=np.float64)
+    return w / w.mean() if len(w) else w
 
 
 def featurize_groups(ds: Dataset, keys: Sequence[str], layout: str, progress: bool = False) -> np.ndarray:
@@ -216,7 +238,8 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
                                     "(models trained by `sjf train` have one; published ONNX-only models do not)")
         base_booster = xgb.Booster()
         base_booster.load_model(str(booster_file))
-    model, sigma = fit(cfg, X, y, Xv, yv, progress=progress, base_model=base_booster)
+    w = group_weights(ds, tr_keys, cfg.source_weighting)
+    model, sigma = fit(cfg, X, y, Xv, yv, progress=progress, base_model=base_booster, sample_weight=w)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = out_dir / f"{cfg.name}.onnx"
@@ -241,8 +264,9 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         "split": {"by": "prompt (whitespace-normalised), across files", "seed": SPLIT_SEED,
                   "test_fraction": TEST_FRACTION, "val_fraction": VAL_FRACTION},
         "labels": "one example per distinct prompt; target = median ln(1 + answer tokens) over its answers",
+        "source_weighting": cfg.source_weighting,
         "training_examples": {"train_prompts": len(tr_keys), "val_prompts": len(va_keys)},
-        "data": {"sources": ds.counts(), "files": data_stats or {}},
+        "data": {"sources": ds.counts(), "files": {Path(k).name: v for k, v in (data_stats or {}).items()}},
         "train_seconds": round(time.time() - t0, 1),
     }
     if evaluate_fn is not None:

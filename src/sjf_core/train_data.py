@@ -5,7 +5,7 @@ Accepted rows (one JSON object per line; other fields are ignored):
 * conversation logs: ``{"prompt": str, "response_tokens": int, "source"?: str, "model"?: str}``
   (``../shared/data/conversations/*.jsonl``). ``source`` defaults to the file name stem.
 * production logs written by :class:`sjf_core.training_log.TrainingLogWriter`:
-  ``{"features": [float, ...], "layout": "v1"|"v2", "completion_tokens": int, ...}``.
+  ``{"features": [float, ...] | "features_sparse": {...}, "layout": "v1"|"v2", "completion_tokens": int}``.
   They carry no prompt text; their group key is a hash of the feature vector.
 
 **Split by prompt, fixed and reproducible.** Every distinct prompt (whitespace-normalised,
@@ -37,6 +37,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .entry import class_of_tokens
+from .training_log import decode_features
 
 __all__ = [
     "SPLIT_SEED", "TEST_FRACTION", "VAL_FRACTION", "Row", "Dataset", "load_rows", "split_of", "prompt_key",
@@ -168,13 +169,10 @@ def load_rows(paths: Iterable[str | Path], stats: dict | None = None) -> list[Ro
                         continue
                     rows.append(Row(prompt_key(obj["prompt"]), source, tok, prompt=obj["prompt"],
                                     model=obj.get("model")))
-                elif isinstance(obj.get("features"), list):
+                elif "features" in obj or "features_sparse" in obj:
                     tok = _as_tokens(obj.get("completion_tokens", obj.get("response_tokens")))
-                    try:
-                        feats = np.asarray(obj["features"], dtype=np.float32)
-                    except (TypeError, ValueError):
-                        feats = None
-                    if tok is None or feats is None or feats.ndim != 1 or not np.all(np.isfinite(feats)):
+                    feats = decode_features(obj)
+                    if tok is None or feats is None:
                         skipped += 1
                         continue
                     rows.append(Row(features_key(feats), source, tok, features=feats,

@@ -39,6 +39,9 @@ def add_arguments(p) -> None:
                    help="override an XGBoost parameter, e.g. --set max_depth=4 (repeatable)")
     p.add_argument("--nthread", type=int, default=2, help="XGBoost threads (default 2)")
     p.add_argument("--no-balance", action="store_true", help="classifier: do not weight classes equally")
+    p.add_argument("--source-weighting", choices=("sqrt", "equal", "none"), default=None,
+                   help="weight of a prompt from a source with n training prompts: 1/sqrt(n), 1/n, or 1 "
+                        "(default: sqrt for --preset rank, none for --preset paper)")
     p.add_argument("--base", default=None,
                    help="continue boosting from this model (domain retraining, paper §5.1); needs its .xgb.ubj")
     p.add_argument("--exclude-source", action="append", default=[], help="drop rows of this source (repeatable)")
@@ -79,7 +82,7 @@ def run(args) -> int:
         return 1
     ds = build_dataset(rows)
     cfg = TrainConfig(name=args.name, kind=kind, layout=args.layout, params=params, nthread=args.nthread,
-                      balance=not args.no_balance, base=args.base)
+                      balance=not args.no_balance, base=args.base, source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"))
     evaluate_fn = None
     if not args.no_eval:
         from ..evaluate import evaluate, format_table, length_peer, model_peer

@@ -1,0 +1,248 @@
+"""Training and evaluation pipeline: metrics, split by prompt, sjf train / sjf eval, training log."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sjf_core.rank_metrics import class_accuracy, kendall_tau_b, ranking_accuracy
+from sjf_core.train_data import build_dataset, load_rows, prompt_key, split_of
+from sjf_core.training_log import TrainingLogWriter, decode_features, encode_record
+
+pytest.importorskip("xgboost")
+pytest.importorskip("onnxmltools")
+
+
+# ---- metrics -------------------------------------------------------------------------------
+def _brute_ranking(scores, tokens):
+    s = [x for x, t in zip(scores, tokens) if t < 200]
+    l_ = [x for x, t in zip(scores, tokens) if t >= 800]
+    return sum(1 for a in s for b in l_ if b > a) / (len(s) * len(l_))
+
+
+def test_ranking_accuracy_matches_pairwise_definition_with_ties():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        n = int(rng.integers(5, 80))
+        scores = rng.integers(0, 6, n).astype(float)  # many ties
+        tokens = rng.choice([50, 150, 300, 900, 2000], n)
+        if not ((tokens < 200).any() and (tokens >= 800).any()):
+            continue
+        acc, ns, nl = ranking_accuracy(scores, tokens)
+        assert acc == pytest.approx(_brute_ranking(scores, tokens))
+        assert ns == (tokens < 200).sum() and nl == (tokens >= 800).sum()
+
+
+def test_ranking_accuracy_edges():
+    assert ranking_accuracy([1, 2], [10, 1000])[0] == 1.0
+    assert ranking_accuracy([2, 1], [10, 1000])[0] == 0.0
+    assert ranking_accuracy([1, 1], [10, 1000])[0] == 0.0  # ties are not "strictly higher" (Eq. 2)
+    assert np.isnan(ranking_accuracy([1, 2], [300, 400])[0])  # no pairs
+    with pytest.raises(ValueError):
+        ranking_accuracy([1, 2, 3], [1, 2])
+
+
+def test_kendall_and_class_accuracy():
+    assert kendall_tau_b([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert kendall_tau_b([4, 3, 2, 1], [10, 20, 30, 40]) == pytest.approx(-1.0)
+    probs = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1]])
+    assert class_accuracy(probs, [10, 300, 900, 900]) == pytest.approx(0.75)
+
+
+# ---- data handling -------------------------------------------------------------------------
+def test_split_is_by_prompt_and_reproducible():
+    k1 = prompt_key("Write  an essay\nabout cats")
+    assert k1 == prompt_key("Write an essay about cats ")  # whitespace-normalised
+    assert k1 != prompt_key("write an essay about cats")  # case kept
+    assert split_of(k1) == split_of(prompt_key("Write an essay about cats"))
+    parts = [split_of(prompt_key(f"prompt {i}")) for i in range(4000)]
+    frac = {p: parts.count(p) / len(parts) for p in ("train", "val", "test")}
+    assert 0.17 < frac["test"] < 0.23 and 0.08 < frac["val"] < 0.12
+
+
+def test_cross_file_dedup_and_median_label(tmp_path):
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    a.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt": "Same prompt", "response_tokens": 10, "model": "m1"},
+        {"prompt": "Same prompt", "response_tokens": 1000, "model": "m2"},
+        {"prompt": "Other", "response_tokens": 5},
+    ]) + "\nnot json\n[1, 2]\n{\"prompt\": \"x\"}\n")
+    b.write_text(json.dumps({"prompt": "Same  prompt", "response_tokens": 100, "source": "bee"}) + "\n")
+    stats = {}
+    rows = load_rows([tmp_path], stats)
+    assert len(rows) == 4
+    assert stats[str(a)]["skipped"] == 3
+    ds = build_dataset(rows)
+    assert len(ds.groups) == 2
+    key = prompt_key("Same prompt")
+    assert sorted(ds.group_sources(key)) == ["a", "bee"]
+    assert ds.group_target(key) == pytest.approx(np.log1p(100))  # median of ln(1+{10, 1000, 100})
+
+
+# ---- a small synthetic corpus where the answer length follows the instruction ---------------
+TOPICS = ["cats", "rivers", "the moon", "bread", "trains", "chess", "music", "volcanoes", "bees", "glass",
+          "tea", "maps", "robots", "salt", "clouds", "paper", "ships", "owls", "coffee", "snow"]
+
+
+def _corpus(n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        topic = rng.choice(TOPICS)
+        kind = rng.random()
+        if kind < 0.4:
+            p, t = f"What is {topic}? ({i})", rng.randint(10, 150)
+        elif kind < 0.7:
+            words = rng.choice([1000, 1500, 2000, 3000])
+            p, t = f"Write a {words}-word essay about {topic}, in detail. ({i})", int(words * 1.3 * rng.uniform(0.7, 1.1))
+        else:
+            p, t = f"Explain {topic} to a child. ({i})", rng.randint(150, 700)
+        rows.append({"prompt": p, "response_tokens": t, "model": "synthetic"})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    path = d / "synthetic.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _corpus(600, 0)) + "\n")
+    return path
+
+
+def _train(args):
+    from sjf_core.cli import main
+
+    return main(["train", "--no-progress", "--nthread", "1", *args])
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    assert _train(["--data", str(corpus), "--name", "syn_v2", "--out-dir", str(out), "--preset", "rank",
+                   "--layout", "v2", "--set", "n_estimators=60", "--set", "early_stopping_rounds=20"]) == 0
+    return out
+
+
+def test_sjf_train_regressor_v2_writes_model_card_and_booster(trained):
+    from sjf_core.predictor import load_predictor
+
+    card = json.loads((trained / "syn_v2.json").read_text())
+    assert card["kind"] == "regressor" and card["feature_layout"]["name"] == "v2"
+    assert card["class_bounds_tokens"] == {"short_lt": 200, "long_ge": 800, "tokens": card["class_bounds_tokens"]["tokens"]}
+    src = card["data"]["sources"]["synthetic"]
+    assert src["rows"] == 600 and src["train_prompts"] + src["val_prompts"] + src["test_prompts"] == 600
+    acc = card["metrics"]["sources"]["synthetic"]["syn_v2"]["ranking_accuracy"]
+    assert acc > 0.9  # "essay" prompts are Long, "What is" prompts Short
+    assert (trained / "syn_v2.xgb.ubj").is_file()
+    p = load_predictor(trained / "syn_v2.onnx")
+    assert p.info.layout == "v2" and p.info.kind == "regressor" and p.info.log_sigma > 0
+    s = p.score_many(["What is tea? (9999)", "Write a 2000-word essay about tea, in detail. (9999)"])
+    assert s[1] > 3 * s[0]
+
+
+def test_sjf_train_paper_classifier_v1(corpus, tmp_path):
+    from sjf_core.predictor import load_predictor
+
+    assert _train(["--data", str(corpus), "--name", "paper_v1", "--out-dir", str(tmp_path), "--preset", "paper",
+                   "--layout", "v1", "--set", "n_estimators=30"]) == 0
+    card = json.loads((tmp_path / "paper_v1.json").read_text())
+    assert card["kind"] == "classifier" and card["params"]["max_depth"] == 6 and card["params"]["learning_rate"] == 0.1
+    p = load_predictor(tmp_path / "paper_v1.onnx")
+    assert p.info.layout == "v1" and p.info.kind == "classifier"
+    probs = p.predict_many(["Write a 3000-word essay about owls, in detail. (1)", "What is salt? (2)"])
+    assert probs[0, 2] > probs[1, 2]
+
+
+def test_sjf_train_bad_inputs(tmp_path, capsys):
+    assert _train(["--data", str(tmp_path / "missing.jsonl"), "--name", "x", "--out-dir", str(tmp_path)]) == 1
+    assert "missing.jsonl" in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert _train(["--data", str(empty), "--name", "x", "--out-dir", str(tmp_path)]) == 1
+
+
+def test_sjf_eval_json_with_peers(corpus, trained, capsys):
+    from sjf_core.cli import main
+
+    model_a = Path(__file__).resolve().parents[1] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
+    assert main(["eval", "--data", str(corpus), "--model", str(trained / "syn_v2.onnx"), "--model", str(model_a),
+                 "--json", "--all-sources"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["peers"] == ["syn_v2", "clairvoyant_model_a_sharegpt", "prompt-length rule"]
+    per = res["sources"]["synthetic"]
+    assert per["syn_v2"]["ranking_accuracy"] > 0.9
+    assert per["syn_v2"]["short"] == per["prompt-length rule"]["short"] > 0
+    assert set(per["syn_v2"]) >= {"ranking_accuracy", "kendall_tau_b", "class_accuracy", "rows"}
+    assert "class_accuracy" in per["clairvoyant_model_a_sharegpt"]
+    assert main(["eval", "--data", str(corpus), "--model", str(trained / "syn_v2.onnx"), "--all-sources"]) == 0
+    out = capsys.readouterr().out
+    assert "ranking accuracy (%)" in out and "synthetic" in out
+
+
+# ---- production training log -----------------------------------------------------------------
+def test_training_log_roundtrip_and_train(trained, tmp_path):
+    from sjf_core.predictor import load_predictor
+
+    pred = load_predictor(trained / "syn_v2.onnx")
+    log_path = tmp_path / "logs" / "prod.jsonl"
+    rows = _corpus(300, 7)
+    with TrainingLogWriter(log_path) as w:
+        for r in rows:
+            assert w.write_observation(pred, r["prompt"], r["response_tokens"], model="llama")
+        assert w.written == 300
+    text = log_path.read_text()
+    assert "essay" not in text and "What is" not in text  # never prompt text
+    first = json.loads(text.splitlines()[0])
+    assert first["layout"] == "v2" and "features_sparse" in first and first["completion_tokens"] >= 0
+    np.testing.assert_array_equal(decode_features(first), pred.layout.extract(rows[0]["prompt"]))
+    # sjf train accepts it
+    assert _train(["--data", str(log_path), "--name", "from_log", "--out-dir", str(tmp_path), "--layout", "v2",
+                   "--set", "n_estimators=30"]) == 0
+    card = json.loads((tmp_path / "from_log.json").read_text())
+    assert card["data"]["sources"]["production"]["rows"] == 300
+    assert card["metrics"]["sources"]["production"]["from_log"]["ranking_accuracy"] > 0.85
+    # a v1 model cannot be trained from v2 features
+    assert _train(["--data", str(log_path), "--name", "bad", "--out-dir", str(tmp_path), "--layout", "v1",
+                   "--no-eval"]) == 1
+
+
+def test_training_log_never_raises_on_bad_input(tmp_path):
+    w = TrainingLogWriter(tmp_path / "t.jsonl")
+    assert not w.write("some prompt text", "v1", 10)
+    assert not w.write([1.0, float("nan")], "v1", 10)
+    assert not w.write([1.0, 2.0], "v1", -1)
+    assert not w.write([1.0, 2.0], "v1", None)
+    assert not w.write([], "v1", 3)
+    assert w.errors == 5 and w.written == 0
+    assert w.write(np.arange(19, dtype=np.float32), "v1", 5)
+    rec = json.loads((tmp_path / "t.jsonl").read_text())
+    assert rec["features"] == list(range(19))
+    with pytest.raises(ValueError):
+        encode_record("text", "v1", 1)
+
+
+def test_domain_retraining_continues_from_base(corpus, trained, tmp_path):
+    from sjf_core.predictor import load_predictor
+
+    domain = tmp_path / "domain.jsonl"
+    domain.write_text("\n".join(json.dumps(r) for r in _corpus(120, 3)) + "\n")
+    assert _train(["--base", str(trained / "syn_v2.onnx"), "--data", str(domain), "--name", "dom", "--out-dir",
+                   str(tmp_path), "--layout", "v2", "--set", "n_estimators=20", "--no-eval"]) == 0
+    card = json.loads((tmp_path / "dom.json").read_text())
+    assert card["base_model"].endswith("syn_v2.onnx")
+    p = load_predictor(tmp_path / "dom.onnx")
+    assert p.info.kind == "regressor" and p.info.layout == "v2"
+    import xgboost as xgb
+
+    base_rounds = xgb.Booster(model_file=str(trained / "syn_v2.xgb.ubj")).num_boosted_rounds()
+    dom_rounds = xgb.Booster(model_file=str(tmp_path / "dom.xgb.ubj")).num_boosted_rounds()
+    assert dom_rounds == base_rounds + 20  # the base trees are kept and 20 are added
+    # a published ONNX-only model has no booster to continue from: clear error
+    model_a = Path(__file__).resolve().parents[1] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
+    assert _train(["--base", str(model_a), "--data", str(domain), "--name", "x", "--out-dir", str(tmp_path),
+                   "--layout", "v1", "--no-eval"]) == 1
