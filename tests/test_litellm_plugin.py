@@ -109,9 +109,9 @@ class Harness:
                           indent=1)[:6000]
 
 
-def _start(emus: dict[str, EmulatorThread], env: dict) -> tuple[LiteLLMProxy, int]:
+def _start(emus: dict[str, EmulatorThread], env: dict, **cfg_kw) -> tuple[LiteLLMProxy, int]:
     status_port = free_port()
-    cfg = proxy_config({name: [e.base_url] for name, e in emus.items()}, plugin=True)
+    cfg = proxy_config({name: [e.base_url] for name, e in emus.items()}, plugin=True, **cfg_kw)
     proxy = LiteLLMProxy(cfg, env={"SJF_STATUS_PORT": str(status_port), "SJF_LEASE_TTL_S": "900", **env})
     proxy.start()
     return proxy, status_port
@@ -126,12 +126,16 @@ def main():
         "a": EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="continue", trace_records=TRACE),
         "b": EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="stop", trace_records=TRACE),
         "c": EmulatorThread(tokens_per_s=400, slots=2, on_disconnect="stop", trace_records=TRACE),
+        # f fails "fall back" with a 500; the proxy then re-runs it on "b" (fallbacks)
+        "f": EmulatorThread(tokens_per_s=400, slots=1, trace_records=[
+            {"prompt": "fall back", "answer_tokens": 10, "fault": "500"}]),
     }
     proxy = None
     try:
         proxy, port = _start(emus, {"SJF_TAU": "off", "SJF_PROMOTION": "strict",
                                     "SJF_BACKEND_SLOTS": json.dumps({emus["c"].base_url: 2}),
-                                    "SJF_ORPHAN_HOLD_MAX_S": "3"})
+                                    "SJF_ORPHAN_HOLD_MAX_S": "3"},
+                             router_settings={"fallbacks": [{"f": ["b"]}]})
         yield Harness(proxy, port, emus)
     finally:
         if proxy is not None:
@@ -278,6 +282,18 @@ async def test_stream_holds_its_slot_until_the_end(main):
     order = h.emus["a"].stats()["order"]
     assert [o["hash"] for o in order] == [short_hash("ok long stream"), short_hash("ok short")]
     assert h.emus["a"].stats()["max_in_flight"] == 1
+
+
+async def test_fallback_rerun_releases_both_attempts(main):
+    h = main
+    h.emus["b"].reset()
+    h.emus["f"].reset()
+    assert await h.chat("f", "fall back") > 0  # served by b after f's 500
+    assert await until(lambda: h.idle("f") and h.idle("b") and h.status()["tracked_calls"] == 0), h.dump()
+    assert h.emus["f"].stats()["errors"] == 1 and h.emus["b"].stats()["served"] == 1
+    for n in ("f", "b"):
+        q = h.queue(n)["stats"]
+        assert q["released"] == q["dispatched"] and q["expired"] == 0, h.dump()
 
 
 # ---- pass-through ---------------------------------------------------------------------------
@@ -429,3 +445,47 @@ def test_hooks_are_defined_on_the_instance_class():
                  "async_post_call_failure_hook", "async_post_call_streaming_iterator_hook",
                  "async_log_success_event", "async_log_failure_event"):
         assert hook in vars(type(inst)), hook
+
+
+# ---- fail-open, hook by hook (no proxy: the hooks called directly with LiteLLM-shaped data) ----
+async def test_hooks_fail_open_on_garbage_and_a_broken_predictor(tmp_path):
+    from litellm_sjf.handler import SJFHandler
+    from litellm_sjf.settings import PluginSettings
+
+    bad_model = tmp_path / "broken.onnx"
+    bad_model.write_bytes(b"not a model")
+    h = SJFHandler(PluginSettings(predictor=str(bad_model), tau="off"))
+    # garbage in every hook: nothing raises, nothing is tracked
+    assert await h.async_pre_call_hook(None, None, None, "acompletion") is None
+    assert await h.async_pre_call_hook(None, None, {"litellm_call_id": 5}, "acompletion") is None
+    assert await h.async_pre_call_hook(None, None, {"litellm_call_id": "e", "input": "x"}, "aembedding") is None
+    assert await h.async_pre_call_deployment_hook({"api_base": "http://x/v1"}, None) is None
+    assert await h.async_post_call_success_hook(None, None, None) is None
+    assert await h.async_post_call_failure_hook("junk", RuntimeError("x"), None) is None
+    await h.async_log_success_event(None, None, None, None)
+    await h.async_log_failure_event({"litellm_call_id": ["x"]}, None, None, None)
+    assert h.status()["tracked_calls"] == 0 and h.counters["passthrough"] >= 2
+    # a real request shape with an unloadable predictor: admitted unscored (FCFS key), released on success
+    psr = {"headers": {"x-sjf-priority": "1"}}
+    data = {"litellm_call_id": "c1", "model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "proxy_server_request": psr}
+    await h.async_pre_call_hook(None, None, data, "acompletion")
+    assert h.counters["unscored"] == 1
+    await h.async_pre_call_deployment_hook({**data, "api_base": "http://x/v1/"}, None)
+    q = h.status()["backends"]["http://x/v1"]
+    assert q["in_flight"] == 1 and q["stats"]["fallback"] == 1
+
+    class Usage:
+        completion_tokens = 7
+
+    class Resp:
+        usage = Usage()
+
+    await h.async_post_call_success_hook(data, None, Resp())
+    q = h.status()["backends"]["http://x/v1"]
+    assert q["in_flight"] == 0 and q["stats"]["released"] == 1
+    assert h.status()["tracked_calls"] == 0
+    # duplicate release paths are harmless
+    await h.async_post_call_failure_hook(data, RuntimeError("late"), None)
+    await h.async_log_success_event(data, Resp(), None, None)
+    assert h.status()["backends"]["http://x/v1"]["stats"]["released"] == 1

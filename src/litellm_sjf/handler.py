@@ -94,7 +94,7 @@ class _Call:
     """What the plugin remembers about one request (no prompt text)."""
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
-                 "ticket", "backend", "acquired_wall", "draining", "done")
+                 "ticket", "backend", "acquired_wall", "draining", "done", "released_at")
 
     def __init__(self, cid, psr_id, endpoint, prediction, meta_body, headers, stream):
         self.cid = cid
@@ -111,6 +111,7 @@ class _Call:
         self.acquired_wall = None
         self.draining = False
         self.done = False
+        self.released_at = None
 
 
 def _call_type_name(call_type: Any) -> str:
@@ -266,8 +267,10 @@ class SJFHandler(CustomLogger):
             if not calls:
                 self._calls.pop(call.cid, None)
 
-    def _release(self, call: _Call, answer_tokens: int | None, reason: str) -> bool:
-        """Release the call's slot (idempotent) and forget it. Returns True if a slot was freed."""
+    def _release(self, call: _Call, answer_tokens: int | None, reason: str, forget: bool = True) -> bool:
+        """Release the call's slot (idempotent); forget the call unless ``forget`` is False
+        (an attempt ended but the request may be re-run, e.g. on a fallback deployment).
+        Returns True if a slot was freed."""
         t = call.ticket
         freed = False
         if t is not None:
@@ -280,7 +283,9 @@ class SJFHandler(CustomLogger):
             if freed and was_running:
                 self.counters["released_" + reason] += 1
                 self._observe_rate(call, answer_tokens)
-        self._forget(call)
+        call.released_at = time.monotonic()
+        if forget:
+            self._forget(call)
         return freed
 
     def _observe_rate(self, call: _Call, answer_tokens: int | None) -> None:
@@ -303,7 +308,8 @@ class SJFHandler(CustomLogger):
             for c in list(calls):
                 t = c.ticket
                 stale = t is None and now - c.created > _STALE_S
-                finished = t is not None and t.state in ("released", "cancelled") and not c.draining
+                finished = (t is not None and t.state in ("released", "cancelled") and not c.draining
+                            and now - (c.released_at or c.created) > 60)
                 if stale or finished:
                     self._forget(c)
 
@@ -460,13 +466,14 @@ class SJFHandler(CustomLogger):
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
         """Backup release (runs later, on a background worker)."""
-        self._backup_release(kwargs, response_obj, end_time)
+        self._backup_release(kwargs, response_obj, end_time, forget=True)
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
-        """Backup release (runs later, on a background worker)."""
-        self._backup_release(kwargs, None, end_time)
+        """Backup release of a failed attempt (runs later, on a background worker). The
+        call is remembered: a fallback may re-run it, and must queue again."""
+        self._backup_release(kwargs, None, end_time, forget=False)
 
-    def _backup_release(self, kwargs, response_obj, end_time) -> None:
+    def _backup_release(self, kwargs, response_obj, end_time, forget: bool) -> None:
         try:
             if not isinstance(kwargs, Mapping):
                 return
@@ -479,7 +486,7 @@ class SJFHandler(CustomLogger):
                 end = end_time.timestamp() if hasattr(end_time, "timestamp") else None
                 if end is not None and call.acquired_wall > end + 0.001:
                     continue
-                self._release(call, _usage_tokens(response_obj), "backup")
+                self._release(call, _usage_tokens(response_obj), "backup", forget=forget)
         except Exception:
             self.counters["fail_open"] += 1
             log.exception("litellm_sjf backup release failed")
