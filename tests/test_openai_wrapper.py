@@ -20,7 +20,6 @@ import openai_sjf
 from openai_sjf import registry
 from sjf_core.admission import QueueEvents
 from sjf_core.emulator import REQUEST_ID_HEADER
-from sjf_core.errors import AdmissionRejected
 from sjf_core.prediction import Prediction
 from sjf_core.scheduler import Scheduler
 
@@ -374,29 +373,31 @@ async def test_unreadable_bodies_pass_through_in_fcfs_order(emulator_factory):
     assert q.in_flight == 0 and q.waiting == 0
 
 
-class RejectingScheduler(Scheduler):
-    """A scheduler whose overload control rejects requests marked ``x-test-overload``."""
-
-    def ticket(self, backend, body, endpoint="chat/completions", headers=None, arrival=None, prediction=None):
-        if headers is not None and headers.get("x-test-overload"):
-            raise AdmissionRejected(0.01, "queue_depth", str(backend))
-        return super().ticket(backend, body, endpoint, headers, arrival, prediction)
-
-
 @pytest.mark.parametrize("retry_rejected, attempts", [(False, 1), (True, 3)])
 async def test_overload_rejection_is_a_rate_limit_error(emulator_factory, retry_rejected, attempts):
     emu = await emulator_factory(tokens_per_s=4000)
+    # the core's overload control: at most one waiter, Retry-After clamped to 50-100 ms
+    sched = Scheduler(predictor=KeywordPredictor(), overload={
+        "max_queue_depth": 1, "min_retry_after_s": 0.05, "max_retry_after_s": 0.1})
     client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=2),
-                             scheduler=RejectingScheduler(predictor=KeywordPredictor()), retry_rejected=retry_rejected)
+                             scheduler=sched, retry_rejected=retry_rejected)
+    q = openai_sjf.queue_of(client)
+    blocker = await _open_blocker(client)
+    waiter = asyncio.ensure_future(client.chat.completions.create(
+        model="m", messages=msg("short waiter"), extra_headers=rid("waiter")))
+    await until(lambda: q.waiting == 1)
     with pytest.raises(openai.RateLimitError) as err:
-        await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={"x-test-overload": "1"})
+        await client.chat.completions.create(model="m", messages=msg("short"), extra_headers=rid("rejected"))
     assert err.value.status_code == 429
     assert err.value.response.headers["retry-after"] == "1"
+    assert 50 <= int(err.value.response.headers["retry-after-ms"]) <= 100
     assert err.value.body["code"] == "sjf_admission_rejected"
     assert openai_sjf.transport_of(client).stats.rejected == attempts
-    assert emu.stats()["received"] == 0
-    r = await client.chat.completions.create(model="m", messages=msg("short"))
+    await _finish(blocker)
+    r = await waiter
     assert r.choices[0].message.content
+    assert "rejected" not in served_ids(emu)
+    assert q.in_flight == 0 and q.waiting == 0
 
 
 # ---- sharing one queue per base_url ---------------------------------------------------------------
@@ -415,3 +416,60 @@ async def test_clients_of_one_base_url_share_one_queue(emulator_factory, fresh_r
     other = await emulator_factory(tokens_per_s=3000)
     c = openai_sjf.wrap(openai.AsyncOpenAI(base_url=other.base_url, api_key="c"), slots=2, predictor=KeywordPredictor())
     assert openai_sjf.queue_of(c) is not openai_sjf.queue_of(a) and openai_sjf.queue_of(c).slots == 2
+
+
+# ---- smaller contracts ---------------------------------------------------------------------------
+async def test_user_transport_returning_a_read_body_releases_at_once():
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}}
+
+    class CannedTransport(httpx.AsyncBaseTransport):  # e.g. a caching transport: body already in memory
+        async def handle_async_request(self, request):
+            return httpx.Response(200, json=body)
+
+    rec = Recorder()
+    sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec])
+    http = httpx.AsyncClient(transport=CannedTransport())
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", http_client=http),
+                             scheduler=sched)
+    for _ in range(3):
+        r = await client.chat.completions.create(model="m", messages=msg("short"))
+        assert r.usage.completion_tokens == 7
+    assert sched.queue(client.base_url).in_flight == 0 and rec.completed == [7, 7, 7]
+    azure = openai_sjf.wrap(openai.AsyncAzureOpenAI(azure_endpoint="http://127.0.0.1:9", api_key="x",
+                                                    api_version="2024-06-01", http_client=http), scheduler=sched)
+    assert type(azure) is openai.AsyncAzureOpenAI and isinstance(azure._client._transport, openai_sjf.SJFTransport)
+    await http.aclose()
+
+
+async def test_priority_header_and_responses_stream_usage(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=4000)
+    rec = Recorder()
+    sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec], tau="off")
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x"), scheduler=sched)
+    q = openai_sjf.queue_of(client)
+    blocker = await _open_blocker(client)
+    tasks = [asyncio.ensure_future(client.chat.completions.create(
+        model="m", messages=msg(p), extra_headers={**rid(p), **h})) for p, h in
+        (("short a", {}), ("long vip", {"x-sjf-priority": "5"}), ("short b", {}))]
+    await until(lambda: q.waiting == 3)
+    await _finish(blocker)
+    await asyncio.gather(*tasks)
+    assert served_ids(emu)[1:] == ["long vip", "short a", "short b"]  # priority first, then SJF
+
+    stream = await client.responses.create(model="m", input="short responses stream", stream=True)
+    events = [e async for e in stream]
+    assert events[-1].type == "response.completed"
+    assert rec.completed[-1] == events[-1].response.usage.output_tokens > 0
+    assert q.in_flight == 0
+
+
+def test_usage_tokens_reads_only_real_usage_keys():
+    from openai_sjf.stream import usage_tokens
+
+    assert usage_tokens(b"", b'{"usage":{"prompt_tokens":3,"completion_tokens": 75,"total_tokens":78}}') == 75
+    assert usage_tokens(b'..."usage":{"completion_to', b'kens":12}}') == 12  # split across chunks
+    assert usage_tokens(b"", b'"usage":{"input_tokens":1,"output_tokens":9,"output_tokens_details":{}}') == 9
+    assert usage_tokens(b"", b'{"content":"say \\"completion_tokens\\": 5"}') is None  # inside answer text
+    assert usage_tokens(b"", b"data: [DONE]\n\n") is None

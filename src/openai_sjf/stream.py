@@ -31,26 +31,36 @@ import httpx
 
 log = logging.getLogger("openai_sjf")
 
-#: Bytes of each of the last two chunks searched for ``usage``.
+#: Bytes of the body's tail searched for ``usage``.
 USAGE_TAIL_BYTES = 4096
-_USAGE_RE = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d{1,9})')
+_USAGE_KEYS = (b'"completion_tokens"', b'"output_tokens"')
+_NUMBER_RE = re.compile(rb"\s*:\s*(\d{1,9})")
 
 
 def usage_tokens(prev: bytes, last: bytes) -> int | None:
     """Answer tokens from the ``usage`` object in the tail of a response body.
 
     Args:
-        prev, last: the last two body chunks (raw bytes, identity encoding).
+        prev, last: the last two body chunks (raw bytes, identity encoding);
+            ``prev`` is used only when ``last`` is shorter than ``USAGE_TAIL_BYTES``.
 
     Returns:
-        The last ``completion_tokens`` / ``output_tokens`` integer found in the
-        final ``USAGE_TAIL_BYTES`` of each chunk, or None.
+        The last ``completion_tokens`` (chat/completions) or ``output_tokens``
+        (responses) integer in the final ``USAGE_TAIL_BYTES`` of the body, or None.
+        A JSON string value cannot contain a bare ``"key"`` (its quotes would be
+        escaped), so answer text never matches.
     """
-    tail = prev[-USAGE_TAIL_BYTES:] + last[-USAGE_TAIL_BYTES:]
-    found = None
-    for m in _USAGE_RE.finditer(tail):
-        found = m.group(1)
-    return int(found) if found is not None else None
+    if len(last) >= USAGE_TAIL_BYTES:
+        tail = last[-USAGE_TAIL_BYTES:]
+    else:
+        tail = prev[len(last) - USAGE_TAIL_BYTES:] + last if prev else last
+    for key in _USAGE_KEYS:
+        i = tail.rfind(key)
+        if i >= 0:
+            m = _NUMBER_RE.match(tail, i + len(key))
+            if m is not None:
+                return int(m.group(1))
+    return None
 
 
 def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None) -> None:

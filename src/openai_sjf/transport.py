@@ -46,14 +46,16 @@ from typing import Any
 import httpx
 
 from sjf_core.errors import AdmissionRejected
+from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
 
 from .arrivals import ArrivalMemory
-from .stream import AdmittedStream
+from .stream import AdmittedStream, usage_tokens
 
 log = logging.getLogger("openai_sjf")
 
 #: (path suffix, endpoint name), checked in this order.
 ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
+_META_HEADERS = (PRIORITY_HEADER, DEADLINE_HEADER)
 #: Response header that marks a local admission rejection.
 REJECTED_HEADER = "x-sjf-rejected"
 
@@ -82,6 +84,17 @@ def queue_wait_limit(request: httpx.Request) -> float | None:
     if v is None:
         v = t.get("read")
     return float(v) if v is not None else None
+
+
+def sjf_headers(headers: httpx.Headers) -> dict[str, str] | None:
+    """Only the scheduling headers of :mod:`sjf_core.meta` (priority, deadline), or None."""
+    out = None
+    for name in _META_HEADERS:
+        v = headers.get(name)
+        if v is not None:
+            out = out or {}
+            out[name] = v
+    return out
 
 
 @dataclass
@@ -167,6 +180,12 @@ class SJFTransport(httpx.AsyncBaseTransport):
         try:
             encoding = response.headers.get("content-encoding", "identity").lower()
             read_usage = response.status_code == 200 and encoding in ("", "identity")
+            if response.is_stream_consumed or response.is_closed:
+                # A transport that returns an already-read body (e.g. httpx.Response(content=...)):
+                # nothing is left to stream, so the backend is done.
+                content = response.content if read_usage else b""
+                ticket.release(usage_tokens(b"", content) if content else None)
+                return response
             response.stream = AdmittedStream(response.stream, ticket, asyncio.get_running_loop(), read_usage)
         except BaseException:
             ticket.release()
@@ -183,7 +202,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
             backend_of(request.url, path, endpoint),
             body,
             endpoint,
-            request.headers,
+            sjf_headers(request.headers),
             self.arrivals.arrival(request),
         )
 
