@@ -351,7 +351,7 @@ class Emulator:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Start serving; returns the bound port (``port=0`` picks a free one)."""
         self._slots = _FifoSlots(int(self.config.slots))
-        self._runner = web.AppRunner(self.app(), handler_cancellation=False, access_log=None)
+        self._runner = web.AppRunner(self.app(), handler_cancellation=False, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
