@@ -59,16 +59,22 @@ async def test_wrapper_matrix(emulator):
     raw = openai.AsyncOpenAI(base_url=emulator.base_url, api_key="x", max_retries=0)
     wrapped = openai_sjf.wrap(raw, scheduler=sched)
     rows, bad = [], []
+    def enqueued():
+        return sum(q.stats.enqueued for q in sched.queues.values())
+
     for i, case in enumerate(CASES, 1):
         without = await send_sdk(raw, case, GROUP)
+        before = enqueued()
         with_ = await send_sdk(wrapped, case, GROUP)
+        queued = enqueued() - before
         held = sum(q.in_flight + q.waiting for q in sched.queues.values())
         open_at_backend = await settle(emulator)
         ok = without == with_ and "HANG" not in (without, with_) and held == 0 and open_at_backend == 0
-        rows.append([i, case.name, case.path, without, with_, held, "yes" if ok else "**NO**"])
+        rows.append([i, case.name, case.path, without, with_, queued, held, "yes" if ok else "**NO**"])
         if not ok:
             bad.append(case.name)
-    write_matrix("wrapper", ["#", "input", "endpoint", "without wrapper", "with wrapper", "slots held after", "match"], rows)
+    write_matrix("wrapper", ["#", "input", "endpoint", "without wrapper", "with wrapper", "queued by SJF", "slots held after",
+                               "match"], rows)
     assert not bad, f"mismatch, hang or leaked slot: {bad}"
     assert any(q.stats.dispatched > 0 for q in sched.queues.values())  # admission really ran
     await wrapped.close()
@@ -100,14 +106,15 @@ def proxies(emulator):
     plain.stop()
 
 
-async def sjf_gauges(client: httpx.AsyncClient, proxy) -> tuple[float, float, str]:
+async def sjf_gauges(client: httpx.AsyncClient, proxy, require: bool = True) -> tuple[float, float, str]:
     """(sum of sjf_in_flight, sum of sjf_queue_depth, scrape text) from the proxy's own /metrics
     (LiteLLM's prometheus callback; it requires the master key by default)."""
     r = await client.get(proxy.base_url.rstrip("/") + "/metrics/",
                          headers={"Authorization": f"Bearer {proxy.master_key}"})
     assert r.status_code == 200, r.text[:300]
     text = r.text
-    assert "# TYPE sjf_in_flight gauge" in text and "# TYPE sjf_queue_depth gauge" in text
+    if require:  # (the plugin creates its scheduler, and so the families, at its first request)
+        assert "# TYPE sjf_in_flight gauge" in text and "# TYPE sjf_queue_depth gauge" in text
     return (sum(parse_prometheus(text, "sjf_in_flight").values()),
             sum(parse_prometheus(text, "sjf_queue_depth").values()), text)
 
@@ -116,18 +123,23 @@ async def test_proxy_matrix(emulator, proxies):
     plain, sjf = proxies
     rows, bad = [], []
     async with httpx.AsyncClient(timeout=120) as client:
+        _, _, text = await sjf_gauges(client, sjf, require=False)
         for i, case in enumerate(CASES, 1):
+            before = sum(parse_prometheus(text, "sjf_enqueued_total").values())
             without = await send_http(client, plain.openai_base_url, plain.master_key, case, GROUP)
             with_ = await send_http(client, sjf.openai_base_url, sjf.master_key, case, GROUP)
             open_at_backend = await settle(emulator)
-            in_flight, depth, _ = await sjf_gauges(client, sjf)
+            in_flight, depth, text = await sjf_gauges(client, sjf)
+            queued = int(sum(parse_prometheus(text, "sjf_enqueued_total").values()) - before)
             ok = (without == with_ and "HANG" not in (without, with_)
                   and in_flight == 0 and depth == 0 and open_at_backend == 0)
-            rows.append([i, case.name, case.path, without, with_, int(in_flight + depth), "yes" if ok else "**NO**"])
+            rows.append([i, case.name, case.path, without, with_, queued, int(in_flight + depth),
+                         "yes" if ok else "**NO**"])
             if not ok:
                 bad.append(case.name)
         _, _, text = await sjf_gauges(client, sjf)
-    write_matrix("proxy", ["#", "input", "endpoint", "without plugin", "with plugin", "slots held after", "match"], rows)
+    write_matrix("proxy", ["#", "input", "endpoint", "without plugin", "with plugin", "queued by SJF", "slots held after",
+                               "match"], rows)
     assert not bad, f"mismatch, hang or leaked slot: {bad}"
     # the plugin proxy really admitted requests, and its sjf_* families are on LiteLLM's /metrics
     assert sum(parse_prometheus(text, "sjf_admissions_total").values()) > 0
