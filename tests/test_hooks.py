@@ -64,6 +64,8 @@ def test_sjf_plugins_env_selects_or_disables(installed_example, monkeypatch):
     assert Scheduler(predictor=FixedPredictor()).plugins is None
     monkeypatch.setenv("SJF_PLUGINS", "example")
     assert Scheduler(predictor=FixedPredictor()).plugins.get_plugin("example") is not None
+    monkeypatch.setenv("SJF_PLUGINS", "")
+    assert Scheduler(predictor=FixedPredictor()).plugins.get_plugin("example") is not None
     monkeypatch.setenv("SJF_PLUGINS", "not_installed")
     assert Scheduler(predictor=FixedPredictor()).plugins is None
     assert Scheduler(predictor=FixedPredictor(), plugins=False).plugins is None

@@ -21,7 +21,7 @@ A plugin is any object (a module, a class instance) whose functions are marked w
     my_plugin = "my_package.sjf_plugin"
 
 :class:`~sjf_core.scheduler.Scheduler` loads them when it is built. The environment
-variable ``SJF_PLUGINS`` chooses which: unset or ``auto`` loads every entry point,
+variable ``SJF_PLUGINS`` chooses which: unset, empty or ``auto`` loads every entry point,
 ``none`` (or ``off``, ``0``) loads none, and ``name1,name2`` loads only those. Pass
 ``Scheduler(plugins=[obj, ...])`` to register plugin objects directly (no discovery),
 ``plugins=False`` for none, or a ready :class:`pluggy.PluginManager`.
@@ -147,12 +147,10 @@ _discover_lock = threading.Lock()
 def _selection(spec: Any) -> tuple[str, ...] | None:
     """Entry-point names to load: () for all, None for none."""
     if spec is None:
-        spec = os.environ.get(PLUGINS_ENV)
-        if spec is None:
-            return ()
+        spec = os.environ.get(PLUGINS_ENV, "")
     s = str(spec).strip().lower()
-    if s in ("", "auto", "all", "1", "on", "true"):
-        return () if s != "" else None
+    if s in ("", "auto", "all", "1", "on", "true"):  # unset or empty: every entry point
+        return ()
     if s in ("none", "off", "0", "false", "no"):
         return None
     return tuple(sorted(n.strip() for n in str(spec).split(",") if n.strip()))
