@@ -473,3 +473,34 @@ def test_usage_tokens_reads_only_real_usage_keys():
     assert usage_tokens(b"", b'"usage":{"input_tokens":1,"output_tokens":9,"output_tokens_details":{}}') == 9
     assert usage_tokens(b"", b'{"content":"say \\"completion_tokens\\": 5"}') is None  # inside answer text
     assert usage_tokens(b"", b"data: [DONE]\n\n") is None
+
+
+@pytest.mark.parametrize("on_close, backend_max", [("release", 2), ("drain", 1)])
+async def test_on_close_drain_keeps_the_bound_on_a_backend_that_keeps_generating(
+        emulator_factory, on_close, backend_max):
+    # like llama-cpp-python: a disconnected request is generated to its end anyway
+    emu = await emulator_factory(tokens_per_s=3000, on_disconnect="continue", trace_records=[
+        {"prompt": "blocker long", "answer_tokens": 600}, {"prompt": "short next", "answer_tokens": 5}])
+    sched = Scheduler(predictor=KeywordPredictor())
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=sched, on_close=on_close)
+    q = openai_sjf.queue_of(client)
+    for round_ in range(2):
+        blocker = await _open_blocker(client, name=f"blocker-{round_}")
+        if round_ == 0:
+            await blocker.close()  # explicit early close
+        else:
+            async with blocker:  # early exit from the context manager
+                pass
+        held = q.in_flight
+        r = await client.chat.completions.create(model="m", messages=msg("short next"))
+        assert r.usage.completion_tokens == 5
+        assert held == (1 if on_close == "drain" else 0)
+    await until(lambda: q.in_flight == 0 and emu.stats()["in_flight"] == 0)
+    assert emu.stats()["max_in_flight"] == backend_max
+    # an abandoned stream is released in either mode
+    abandoned = await _open_blocker(client, name="abandoned")
+    del abandoned
+    gc.collect()
+    await until(lambda: q.in_flight == 0)
+    assert q.stats.dispatched == q.stats.released and q.waiting == 0

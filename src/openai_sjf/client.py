@@ -23,7 +23,7 @@ import httpx
 
 from .arrivals import ArrivalMemory
 from .registry import scheduler_for
-from .transport import SJFTransport
+from .transport import ON_CLOSE, SJFTransport
 
 
 def _is_sdk_default_http_client(http: Any) -> bool:
@@ -69,6 +69,7 @@ def wrap(
     predictor: Any = None,
     scheduler: Any = None,
     retry_rejected: bool = False,
+    on_close: str = "release",
 ):
     """Return ``client`` with SJF admission: same class, same API, same settings.
 
@@ -91,6 +92,12 @@ def wrap(
             ``slots``/``policy``/``tau``/``predictor`` must not be given.
         retry_rejected: let the SDK retry an overload rejection (429) after its
             ``Retry-After``; default False: ``openai.RateLimitError`` at once.
+        on_close: a streamed body closed before its end: "release" (default;
+            the connection is closed and the slot freed at once, right for
+            backends that stop generating on disconnect: Ollama, llama.cpp
+            server) or "drain" (the rest is read in the background and the slot
+            freed at its end, for backends that keep generating, e.g.
+            llama-cpp-python).
 
     Sharing: clients of the same ``base_url`` in one process share one queue;
     the first wrap of a base URL sets its options and later different options
@@ -104,9 +111,11 @@ def wrap(
 
     Raises:
         TypeError: ``client`` is not an async OpenAI client on an ``httpx.AsyncClient``.
-        ValueError: bad options (``slots`` < 1, unknown policy, bad τ, or
-            ``scheduler`` together with other options).
+        ValueError: bad options (``slots`` < 1, unknown policy, bad τ, unknown
+            ``on_close``, or ``scheduler`` together with other options).
     """
+    if on_close not in ON_CLOSE:
+        raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
     http = getattr(client, "_client", None)
     if not callable(getattr(client, "with_options", None)) or not isinstance(http, httpx.AsyncClient):
         raise TypeError(
@@ -122,7 +131,7 @@ def wrap(
     arrivals = ArrivalMemory()
 
     def make(inner):
-        return SJFTransport(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals)
+        return SJFTransport(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals, on_close=on_close)
 
     return client.with_options(http_client=_wrapped_http_client(http, make))
 

@@ -12,6 +12,11 @@ transport. The slot (:class:`sjf_core.admission.Ticket`) is released exactly onc
   a :func:`weakref.finalize` hands the release to the event loop with
   ``call_soon_threadsafe`` (never inline inside the garbage collector).
 
+With ``on_close="drain"`` a body closed (or abandoned) before its end is first
+read to its end in a background task, and only then released: the slot then
+stays taken exactly as long as the backend works, for backends that keep
+generating after a disconnect (DESIGN.md "Real backends"; paper §3.4).
+
 At release, the true answer length is read from ``usage`` (``completion_tokens``
 for chat/completions, ``output_tokens`` for responses) in the last two chunks
 received, by a bytes regex: no body is buffered or copied beyond a few KiB of
@@ -63,14 +68,46 @@ def usage_tokens(prev: bytes, last: bytes) -> int | None:
     return None
 
 
-def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None) -> None:
-    """Finalizer of an abandoned stream: release on the loop, never inside the GC."""
+#: Drain tasks in progress (strong references, so they are not garbage-collected).
+_DRAINS: set = set()
+
+
+async def _drain(it, inner, ticket, prev: bytes, last: bytes, read_usage: bool) -> None:
+    """Read the rest of a closed-early body to its end, then close it and release the slot."""
+    tokens = None
+    try:
+        async for chunk in it:
+            if read_usage:
+                prev, last = last, chunk
+        if read_usage and last:
+            tokens = usage_tokens(prev, last)
+    except BaseException:  # the connection failed or we were cancelled: release anyway
+        tokens = None
+    finally:
+        try:
+            await inner.aclose()
+        except BaseException:
+            pass
+        ticket.release(tokens)
+
+
+def _start_drain(loop, it, inner, ticket, prev=b"", last=b"", read_usage=False) -> None:
+    task = loop.create_task(_drain(it, inner, ticket, prev, last, read_usage))
+    _DRAINS.add(task)
+    task.add_done_callback(_DRAINS.discard)
+
+
+def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=None) -> None:
+    """Finalizer of an abandoned stream: release (or drain) on the loop, never inside the GC."""
     if ticket.state != "running":
         return
     log.debug("response stream abandoned without close; releasing its admission slot")
     if loop is not None and not loop.is_closed():
         try:
-            loop.call_soon_threadsafe(ticket.release)
+            if inner is not None:  # on_close="drain": best effort, a fresh read of the rest
+                loop.call_soon_threadsafe(lambda: _start_drain(loop, inner.__aiter__(), inner, ticket))
+            else:
+                loop.call_soon_threadsafe(ticket.release)
             return
         except RuntimeError:  # loop closed meanwhile
             pass
@@ -83,17 +120,28 @@ class AdmittedStream(httpx.AsyncByteStream):
     Args:
         inner: the original response stream (``httpx.AsyncByteStream``).
         ticket: the admission ticket holding the slot (state "running").
-        loop: the event loop the request runs on (for GC-time release).
+        loop: the event loop the request runs on (for GC-time release and drains).
         read_usage: look for ``usage`` at the end of the body (False for
             compressed bodies or error statuses).
+        drain: ``on_close="drain"``: a body closed before its end is read to its
+            end in a background task, and the slot is released only then, so
+            that a backend which keeps generating after a disconnect
+            (llama-cpp-python) never runs more than ``slots`` requests. The
+            caller's close returns at once. Default False: close the connection
+            and release at once (backends that stop on disconnect).
     """
 
-    def __init__(self, inner, ticket, loop: asyncio.AbstractEventLoop | None, read_usage: bool = True):
+    def __init__(self, inner, ticket, loop: asyncio.AbstractEventLoop | None, read_usage: bool = True,
+                 drain: bool = False):
         self._inner = inner
         self._ticket = ticket
+        self._loop = loop
         self._read_usage = read_usage
+        self._drain = bool(drain) and loop is not None
+        self._it = None
+        self._state = "open"  # open -> done | draining
         self._prev = self._last = b""
-        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop)
+        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop, inner if self._drain else None)
         self._finalizer.atexit = False
 
     @property
@@ -102,6 +150,9 @@ class AdmittedStream(httpx.AsyncByteStream):
         return self._ticket
 
     def _done(self) -> None:
+        if self._state == "draining":
+            return
+        self._state = "done"
         self._finalizer.detach()
         tokens = None
         if self._read_usage and self._last:
@@ -112,17 +163,39 @@ class AdmittedStream(httpx.AsyncByteStream):
             self._prev = self._last = b""
         self._ticket.release(tokens)
 
+    def _begin_drain(self) -> None:
+        if self._state != "open":
+            return
+        self._state = "draining"
+        self._finalizer.detach()
+        it = self._it if self._it is not None else self._inner.__aiter__()
+        _start_drain(self._loop, it, self._inner, self._ticket, self._prev, self._last, self._read_usage)
+
     async def __aiter__(self):
         read_usage = self._read_usage
+        it = self._it = self._inner.__aiter__()
+        early = False
         try:
-            async for chunk in self._inner:
+            async for chunk in it:
                 if read_usage:
                     self._prev, self._last = self._last, chunk
-                yield chunk
+                try:
+                    yield chunk
+                except GeneratorExit:  # the reader stopped before the end
+                    early = True
+                    raise
         finally:
-            self._done()
+            if early and self._drain:
+                self._begin_drain()
+            else:
+                self._done()
 
     async def aclose(self) -> None:
+        if self._drain and self._state == "open":
+            self._begin_drain()  # the drain task closes the inner stream when the body ends
+            return
+        if self._state == "draining":
+            return
         try:
             await self._inner.aclose()
         finally:

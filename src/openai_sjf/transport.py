@@ -56,6 +56,8 @@ log = logging.getLogger("openai_sjf")
 #: (path suffix, endpoint name), checked in this order.
 ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
 _META_HEADERS = (PRIORITY_HEADER, DEADLINE_HEADER)
+#: Values of the ``on_close`` option.
+ON_CLOSE = ("release", "drain")
 #: Response header that marks a local admission rejection.
 REJECTED_HEADER = "x-sjf-rejected"
 
@@ -119,13 +121,22 @@ class SJFTransport(httpx.AsyncBaseTransport):
             ``Retry-After``); default False (``x-should-retry: false``).
         arrivals: the :class:`~openai_sjf.arrivals.ArrivalMemory` (shared by
             the transports of one wrapped client).
+        on_close: what a response body closed before its end does with its slot:
+            "release" (default: close the connection, release at once) or
+            "drain" (read the rest in the background, release at its end).
+
+    Raises:
+        ValueError: an unknown ``on_close``.
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport, scheduler, retry_rejected: bool = False,
-                 arrivals: ArrivalMemory | None = None):
+                 arrivals: ArrivalMemory | None = None, on_close: str = "release"):
+        if on_close not in ON_CLOSE:
+            raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
         self.inner = inner
         self.scheduler = scheduler
         self.retry_rejected = bool(retry_rejected)
+        self.on_close = on_close
         self.arrivals = arrivals or ArrivalMemory()
         self.stats = TransportStats()
 
@@ -186,7 +197,8 @@ class SJFTransport(httpx.AsyncBaseTransport):
                 content = response.content if read_usage else b""
                 ticket.release(usage_tokens(b"", content) if content else None)
                 return response
-            response.stream = AdmittedStream(response.stream, ticket, asyncio.get_running_loop(), read_usage)
+            response.stream = AdmittedStream(response.stream, ticket, asyncio.get_running_loop(), read_usage,
+                                             drain=self.on_close == "drain")
         except BaseException:
             ticket.release()
             raise
