@@ -65,6 +65,8 @@ SCENARIOS = [
     # (policy, options); τ in fixed seconds so both stores agree on it exactly
     ("fcfs", {}),
     ("sjf", {"tau": "off"}),
+    ("sjf", {"tau": 5.5}),  # the default promotion ("fcfs-bound"), bounds not yet due
+    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0}),
     ("sjf", {"tau": 5.5, "promotion": "strict"}),
     ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 3}),
     ("sjf", {"tau": 5.5, "promotion": "aging"}),
@@ -97,9 +99,9 @@ def workload(seed: int, n: int = 14):
     return out
 
 
-async def dispatch_order(queue, work) -> list[int]:
-    """Hold the only slot, enqueue ``work`` in order (each enqueued before the next), then
-    free the slot and record the order in which the waiters are served."""
+async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
+    """Hold the only slot, enqueue ``work`` in order (each enqueued before the next), wait
+    ``hold_s``, then free the slot and record the order in which the waiters are served."""
     loop = asyncio.get_running_loop()
     blocker = queue.ticket(pred(0.0))
     await blocker.acquire()
@@ -120,6 +122,7 @@ async def dispatch_order(queue, work) -> list[int]:
         t = queue.ticket(p, meta, arrival=base - age)
         tasks.append(loop.create_task(job(i, t)))
         await wait_until(lambda: t.state == "queued" and (getattr(t, "rid", None) is not None or not hasattr(t, "rid")))
+    await asyncio.sleep(hold_s)
     if hasattr(blocker, "arelease"):
         await blocker.arelease(10)
     else:
@@ -151,9 +154,23 @@ async def test_strict_tau_promotes_oldest_long(stores):
     assert await dispatch_order(q2, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)]) == [1, 2, 0]
 
 
+async def test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound(stores):
+    # Short service seeds of 0.2 s (Long 3.0 s, paper Table 1 ratios): the Long's FCFS
+    # bound is its arrival + max(τ, backlog ≈ 0.2 s) and comes due during the hold; the
+    # Shorts queued behind it have bounds ≈ 3 s away, so they keep SJF order.
+    opts = dict(tau=0.3, promotion="fcfs-bound", initial_short_service_s=0.2)
+    work = [(pred(0.95), None, 0.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0), (pred(0.02), None, 0.0)]
+    for q in (AdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
+        assert await dispatch_order(q, work, hold_s=0.8) == [0, 3, 1, 2]
+        assert q.stats.promoted == 1
+        assert await dispatch_order(q, work, hold_s=0.0) == [3, 1, 2, 0]
+
+
 def test_unsupported_policy_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot run policy 'fair'"):
         RedisAdmissionQueue("redis://127.0.0.1:1/0", policy="fair")
+    with pytest.raises(ValueError, match="aged-sjf"):
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy=make_policy("sjf", promotion="aged-sjf"))
     with pytest.raises(ValueError):
         RedisAdmissionQueue("redis://127.0.0.1:1/0", fail_mode="maybe")
     assert policy_server_args(make_policy("sjf", tau="3x")).tau_mode == "multiple"
@@ -312,7 +329,7 @@ async def test_dead_waiter_is_removed(stores):
     await hold.acquire()
     ls = q._state()
     # a waiter whose process died right after enqueueing: nobody heartbeats it
-    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", ""])
+    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", "2.0"])
     assert (await q.snapshot())["waiting"] == 1
     await asyncio.sleep(0.6)
     snap = await q.snapshot()
@@ -490,3 +507,29 @@ async def test_leases_are_reasserted_after_redis_lost_its_data():
         assert b.mode == "redis"
         await b.arelease()
         await q.aclose()
+
+
+# ---- configuration --------------------------------------------------------------------------------
+async def test_scheduler_selects_redis_by_argument_or_env(redis_url, monkeypatch):
+    from sjf_core.scheduler import Scheduler
+
+    monkeypatch.delenv("SJF_REDIS_URL", raising=False)
+    assert Scheduler(predictor=None).redis_url is None
+    s = Scheduler(predictor=None, redis_url=redis_url, redis_options={"fail_mode": "closed"})
+    q = s.queue(backend())
+    assert isinstance(q, RedisAdmissionQueue) and q.fail_mode == "closed"
+    t = s.ticket(q.name, {"messages": [{"role": "user", "content": "hi"}]})
+    async with t:
+        assert t.mode == "redis"
+    await q.aclose()
+    monkeypatch.setenv("SJF_REDIS_URL", redis_url)
+    monkeypatch.setenv("SJF_REDIS_LEASE_TTL_S", "4.5")
+    s2 = Scheduler(predictor=None)
+    q2 = s2.queue(backend())
+    assert isinstance(q2, RedisAdmissionQueue) and q2.redis_lease_ttl_s == 4.5
+    assert not isinstance(Scheduler(predictor=None, redis_url="").queue("x"), RedisAdmissionQueue)
+    with pytest.raises(ValueError, match="fair"):
+        Scheduler(predictor=None, policy="fair")
+    monkeypatch.setenv("SJF_REDIS_FAIL_MODE", "sometimes")
+    with pytest.raises(ValueError):
+        Scheduler(predictor=None)

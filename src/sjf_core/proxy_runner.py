@@ -107,6 +107,9 @@ class LiteLLMProxy:
         master_key: ``LITELLM_MASTER_KEY`` (clients use it as their API key).
         startup_timeout_s: seconds to wait for ``/health/liveliness``.
         host: bind address.
+        num_workers: ``--num_workers`` (uvicorn worker processes; each loads the config
+            and its callbacks, so the plugin runs once per worker: use Redis mode,
+            ``SJF_REDIS_URL``, to share one queue).
 
     Attributes:
         pid: the process id (after :meth:`start`).
@@ -122,8 +125,10 @@ class LiteLLMProxy:
         master_key: str = DEFAULT_MASTER_KEY,
         startup_timeout_s: float = 180.0,
         host: str = "127.0.0.1",
+        num_workers: int = 1,
     ):
         self.config = config
+        self.num_workers = int(num_workers)
         self.host = host
         self.port = port
         self.env = dict(env or {})
@@ -197,9 +202,14 @@ class LiteLLMProxy:
         env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true",
                     "LITELLM_MASTER_KEY": self.master_key, "PYTHONUNBUFFERED": "1",
                     "LITELLM_LOG": env.get("LITELLM_LOG", "ERROR")})
+        if self.num_workers > 1:
+            # uvicorn (0.54) kills a worker that does not answer its health check within
+            # 5 s, and importing litellm takes longer on a busy machine: workers would be
+            # restarted forever. LiteLLM passes this through (uvicorn timeout_worker_healthcheck).
+            env.setdefault("TIMEOUT_WORKER_HEALTHCHECK", "300")
         env.update(self.env)
         cmd = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(cfg_path),
-               "--host", self.host, "--port", str(self.port), "--num_workers", "1"]
+               "--host", self.host, "--port", str(self.port), "--num_workers", str(self.num_workers)]
         self._log = open(self.workdir / "proxy.log", "wb")
         # its own session, so that a terminal's Ctrl-C does not race our stop()
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,

@@ -56,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import re
 import threading
 import time
@@ -74,9 +75,9 @@ from .prediction import Prediction
 log = logging.getLogger("sjf_core.redis_queue")
 
 #: Promotion rules the server-side dispatcher implements (see sjf_core.pending.HeapPending).
-SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging")
+SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound")
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
-_KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl")
+_KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd")
 FAIL_MODES = ("open", "closed")
 _COUNTERS = ("enqueued", "dispatched", "promoted", "released", "cancelled", "expired_leases",
              "expired_waiters", "reasserted", "completed_short", "aging_rebuilds")
@@ -155,8 +156,13 @@ class _LoopState:
     def spawn(self, coro) -> asyncio.Task:
         t = self.loop.create_task(coro)
         self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
+        t.add_done_callback(self._done)
         return t
+
+    def _done(self, t: asyncio.Task) -> None:
+        self.tasks.discard(t)
+        if not t.cancelled():
+            t.exception()  # retrieved: an abandoned wait's error is not an error
 
 
 class RedisAdmissionQueue:
@@ -187,6 +193,9 @@ class RedisAdmissionQueue:
         listeners: :class:`~sjf_core.admission.QueueEvents` notified of this process's
             ticket events (``queue`` is this object).
         clock: local monotonic clock (s), for waits and hold limits.
+        local_options: extra keyword arguments of the per-process fail-open
+            :class:`AdmissionQueue` (e.g. ``overload``, ``rate_limit``: in Redis mode these
+            apply only while failing open; they are not shared across processes).
 
     Raises:
         ValueError: bad slots, fail_mode or TTLs, or a policy the store cannot run.
@@ -210,6 +219,7 @@ class RedisAdmissionQueue:
         retry_s: float = 1.0,
         listeners: list[QueueEvents] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        local_options: dict[str, Any] | None = None,
     ):
         if int(slots) < 1:
             raise ValueError(f"slots must be >= 1, got {slots!r}")
@@ -236,14 +246,14 @@ class RedisAdmissionQueue:
         self.stats = RedisQueueStats()
         # The per-process fallback (fail-open) and the source of Entry objects, so that keys,
         # classes and the unscored fallback are computed exactly as in-process.
-        self.local = AdmissionQueue(self.slots, self.policy, name, lease_ttl_s, clock)
+        self.local = AdmissionQueue(self.slots, self.policy, name, lease_ttl_s, clock, **dict(local_options or {}))
         self._loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._down = False
         self._retry_at = 0.0
         self._in_flight = 0
         self._waiting = 0
-        self._tau_s = math.inf if self._policy_args.tau_mode == "off" else float("nan")
+        self._tau_s = self.local.tau_s  # the configured initial τ, until Redis reports
         self._errors = _redis_errors()
 
     # ---- introspection -------------------------------------------------------------
@@ -261,7 +271,8 @@ class RedisAdmissionQueue:
 
     @property
     def tau_s(self) -> float:
-        """τ in seconds as last computed by Redis (inf when off; NaN before the first call)."""
+        """τ in seconds as last computed by Redis (inf when off; the initial τ before the
+        first call)."""
         return self._tau_s
 
     @property
@@ -333,7 +344,9 @@ class RedisAdmissionQueue:
             return self._redis, self._redis
         # No automatic retries: a retried enqueue could run twice. Stale pooled connections
         # (after a Redis restart) are replaced by the pool's health check at checkout.
-        common = dict(decode_responses=True, socket_connect_timeout=self.op_timeout_s, retry=Retry(NoBackoff(), 0))
+        # client name "sjf-<pid>": CLIENT LIST shows which processes share the queue
+        common = dict(decode_responses=True, socket_connect_timeout=self.op_timeout_s, retry=Retry(NoBackoff(), 0),
+                      client_name=f"sjf-{os.getpid()}")
         fast = ra.Redis.from_url(self._redis, socket_timeout=self.op_timeout_s, **common)
         blocking = ra.Redis.from_url(self._redis, socket_timeout=self.waiter_ttl_s + self.op_timeout_s + 5.0, **common)
         return fast, blocking
@@ -349,7 +362,7 @@ class RedisAdmissionQueue:
     def _args(self, extra: list) -> list:
         a = self._policy_args
         return [self.tag, self.slots, a.tau_mode, a.tau_value, a.initial_short_s, a.alpha, a.k,
-                self.waiter_ttl_s, self.redis_lease_ttl_s, "1" if a.aging else "0", a.key_span, a.horizon, *extra]
+                self.waiter_ttl_s, self.redis_lease_ttl_s, a.promotion, a.key_span, a.horizon, a.slack, a.floor, *extra]
 
     async def _run(self, ls: _LoopState, name: str, extra: list) -> list:
         return await ls.scripts[name](keys=self.keys, args=self._args(extra))
@@ -364,22 +377,26 @@ class RedisAdmissionQueue:
             if ls.hb_task is not None and ls.expiry_at < ls.hb_wake_at:
                 ls.hb_kick.set()
 
-    def _latest_start(self, entry) -> str:
-        """Deadline minus expected service, relative to now (s), or "" without a deadline.
+    def _expected(self, entry) -> float:
+        """Expected service seconds of ``entry`` from this process's observed service times
+        (the :class:`~sjf_core.service.ServiceStats` the in-process queue uses), or 0."""
+        service = getattr(self.local.pending, "service", None)
+        if service is None:
+            return 0.0
+        try:
+            x = float(service.expected_s(entry.klass, entry.expected_tokens))
+        except Exception:
+            return 0.0
+        return x if math.isfinite(x) and x >= 0 else 0.0
 
-        The expected service comes from this process's observed service times (the same
-        :class:`~sjf_core.service.ServiceStats` the in-process queue uses).
-        """
+    def _expected_s(self, entry) -> str:
+        return repr(self._expected(entry))
+
+    def _latest_start(self, entry) -> str:
+        """Deadline minus expected service, relative to now (s), or "" without a deadline."""
         if entry.deadline is None or not math.isfinite(entry.deadline):
             return ""
-        expected = 0.0
-        service = getattr(self.local.pending, "service", None)
-        if service is not None:
-            try:
-                expected = float(service.expected_s(entry.klass, entry.expected_tokens))
-            except Exception:
-                expected = 0.0
-        return f"{entry.deadline - expected - self.clock():.6f}"
+        return f"{entry.deadline - self._expected(entry) - self.clock():.6f}"
 
     def _observe(self, entry, service_s: float, answer_tokens) -> None:
         """Feed this process's service statistics (deadlines, fail-open queue)."""
@@ -438,7 +455,7 @@ class RedisAdmissionQueue:
         """One heartbeat call; returns the waiter statuses then the holder statuses."""
         extra: list = [len(waiters), *waiters, len(holders)]
         for t in holders:
-            extra += [t.fence, t.epoch, t.rid, t.entry.klass, t.dispatched_server]
+            extra += [t.fence, t.epoch, t.rid, t.entry.klass, t.dispatched_server, t.work]
         r = await self._run(ls, "heartbeat", extra)
         self._summary(r, 0, ls)
         epoch = r[4]
@@ -500,9 +517,10 @@ class ServerPolicy:
         initial_short_s: seed of the mean Short service time (s).
         alpha: EWMA weight of each completed Short request.
         k: promotion k (1 for "strict").
-        aging: True for promotion "aging" (age-weighted scores, no threshold).
+        promotion: "strict", "one-in-k", "aging" or "fcfs-bound".
         key_span: key distance between a typical Short and Long (aging scale).
         horizon: aging horizon in multiples of τ.
+        slack, floor: "fcfs-bound" parameters.
     """
 
     tau_mode: str
@@ -510,9 +528,11 @@ class ServerPolicy:
     initial_short_s: float
     alpha: float
     k: int
-    aging: bool
+    promotion: str
     key_span: float
     horizon: float
+    slack: float
+    floor: float
 
 
 def policy_server_args(policy: Policy) -> ServerPolicy:
@@ -535,8 +555,87 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
     value = c.multiple if c.mode == "multiple" else (c.seconds if c.mode == "seconds" else 0.0)
     return ServerPolicy(
         tau_mode=c.mode, tau_value=float(value), initial_short_s=float(c.initial_short_service_s),
-        alpha=float(c.ewma_alpha), k=int(pending.k), aging=promotion == "aging",
+        alpha=float(c.ewma_alpha), k=int(pending.k), promotion=promotion,
         key_span=float(getattr(pending, "key_span", 1.0)), horizon=float(getattr(pending, "horizon", 8.0)),
+        slack=float(getattr(pending, "slack", 0.0)), floor=float(getattr(pending, "floor", 1.0)),
+    )
+
+
+#: Environment variables read by :func:`redis_config` (option name, parser).
+ENV_OPTIONS = {
+    "SJF_REDIS_FAIL_MODE": ("fail_mode", str),
+    "SJF_REDIS_LEASE_TTL_S": ("redis_lease_ttl_s", float),
+    "SJF_REDIS_WAITER_TTL_S": ("waiter_ttl_s", float),
+    "SJF_REDIS_PREFIX": ("prefix", str),
+    "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float),
+    "SJF_REDIS_RETRY_S": ("retry_s", float),
+}
+_OPTION_NAMES = {name for name, _ in ENV_OPTIONS.values()}
+
+
+def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None,
+                 environ: Any = None) -> tuple[str | None, dict[str, Any]]:
+    """Resolve the Redis settings of a :class:`~sjf_core.scheduler.Scheduler`.
+
+    Args:
+        url: a Redis URL; None reads ``$SJF_REDIS_URL``; "" or False disables Redis.
+        options: store options (see :class:`RedisAdmissionQueue`: ``fail_mode``,
+            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``,
+            ``retry_s``); a missing one is read from its environment variable
+            (``SJF_REDIS_FAIL_MODE``, ``SJF_REDIS_LEASE_TTL_S``, ``SJF_REDIS_WAITER_TTL_S``,
+            ``SJF_REDIS_PREFIX``, ``SJF_REDIS_OP_TIMEOUT_S``, ``SJF_REDIS_RETRY_S``).
+        policy: the policy, checked with :func:`policy_server_args` when Redis is on.
+        environ: the environment mapping (default ``os.environ``).
+
+    Returns:
+        (url or None, options dict).
+
+    Raises:
+        ValueError: unknown option, bad value, or a policy the store cannot run.
+    """
+    env = os.environ if environ is None else environ
+    if url is None:
+        url = env.get("SJF_REDIS_URL") or None
+    if not url:
+        return None, {}
+    opts = dict(options or {})
+    unknown = set(opts) - _OPTION_NAMES
+    if unknown:
+        raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
+    for var, (name, parse) in ENV_OPTIONS.items():
+        if name not in opts and env.get(var):
+            try:
+                opts[name] = parse(env[var])
+            except ValueError:
+                raise ValueError(f"{var}={env[var]!r} is not a valid {parse.__name__}") from None
+    if opts.get("fail_mode", "open") not in FAIL_MODES:
+        raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {opts['fail_mode']!r}")
+    if policy is not None:
+        policy_server_args(policy)
+    return str(url), opts
+
+
+def queue_for_scheduler(scheduler: Any, key: str) -> "RedisAdmissionQueue":
+    """The Redis-backed queue of backend ``key`` for a Scheduler with ``redis_url`` set."""
+    local: dict[str, Any] = {}
+    overload = getattr(scheduler, "backend_overload", {}).get(key, getattr(scheduler, "overload", None))
+    rate = getattr(scheduler, "backend_rate_limits", {}).get(key, getattr(scheduler, "rate_limit", None))
+    if overload is not None:
+        local["overload"] = overload
+    if rate is not None:
+        local["rate_limit"] = rate
+    if local:
+        log.warning("backend %s: overload control and rate limits are per process in Redis mode "
+                    "(applied only while failing open)", key)
+    return RedisAdmissionQueue(
+        scheduler.redis_url,
+        slots=scheduler.backend_slots.get(key, scheduler.slots),
+        policy=make_policy(scheduler.policy_spec, **scheduler.policy_options),
+        name=key,
+        lease_ttl_s=scheduler.lease_ttl_s,
+        listeners=scheduler.listeners,
+        local_options=local,
+        **scheduler.redis_options,
     )
 
 
@@ -558,6 +657,7 @@ class RedisTicket:
         self.fence: str | None = None
         self.dispatched_server: str | None = None
         self.server_arrival: str | None = None
+        self.work = "0"
         self._ls: _LoopState | None = None
         self._lock = threading.Lock()
         self._hold_deadline: float | None = None
@@ -613,7 +713,9 @@ class RedisTicket:
         while True:
             age = max(0.0, q.clock() - self.entry.arrival)
             prio = max(-(10**9), min(10**9, int(self.entry.priority)))
-            args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}", q._latest_start(self.entry)]
+            self.work = q._expected_s(self.entry)
+            args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}",
+                    q._latest_start(self.entry), self.work]
             self._enqueue_task = ls.spawn(q._run(ls, "enqueue", args))
             try:
                 r = await asyncio.shield(self._enqueue_task)
@@ -644,7 +746,9 @@ class RedisTicket:
         q, ls = self.queue, self._ls
         wake = f"{q.tag}:w:{self.rid}"
         while True:
-            item = await ls.blocking.blpop([wake], timeout=q.waiter_ttl_s)
+            # Shielded: a cancelled caller leaves at once, without cancelling redis-py in
+            # the middle of a blocking read; the cancel script then unblocks this BLPOP.
+            item = await asyncio.shield(ls.spawn(ls.blocking.blpop([wake], timeout=q.waiter_ttl_s)))
             if item is not None:
                 value = item[1]
                 if value == "gone":
@@ -835,4 +939,5 @@ class RedisTicket:
 
 
 __all__ = ["RedisAdmissionQueue", "RedisTicket", "RedisUnavailable", "RedisQueueStats", "policy_server_args",
+           "redis_config", "queue_for_scheduler", "ServerPolicy", "ENV_OPTIONS",
            "hash_tag", "lua_sources", "SUPPORTED_PROMOTIONS", "FAIL_MODES"]

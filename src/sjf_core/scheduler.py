@@ -58,6 +58,13 @@ class Scheduler:
         rate_limit: maximum dispatch rate of every backend (a number per second or
             "60/min", see :class:`~sjf_core.ratelimit.RateLimit`), or None.
         backend_rate_limits: per-backend rate limits, keyed by base URL.
+        redis_url: share each backend's queue across processes and hosts through Redis
+            (:class:`~sjf_core.redis_queue.RedisAdmissionQueue`), e.g.
+            ``"redis://127.0.0.1:6379/0"``. None reads ``$SJF_REDIS_URL`` (unset: in-process
+            queues); "" or False: in-process queues.
+        redis_options: options of the Redis store (``fail_mode``, ``redis_lease_ttl_s``,
+            ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``); missing ones are
+            read from ``$SJF_REDIS_*`` (see :func:`sjf_core.redis_queue.redis_config`).
     """
 
     def __init__(
@@ -75,6 +82,8 @@ class Scheduler:
         backend_overload: Mapping[str, Any] | None = None,
         rate_limit: Any = None,
         backend_rate_limits: Mapping[str, Any] | None = None,
+        redis_url: Any = None,
+        redis_options: Mapping[str, Any] | None = None,
     ):
         opts = dict(policy_options or {})
         if not isinstance(policy, Policy):
@@ -102,6 +111,10 @@ class Scheduler:
         self._queues: dict[str, AdmissionQueue] = {}
         self._lock = threading.Lock()
         self.predictor_errors = 0
+        from .redis_queue import redis_config
+
+        # validate now: a policy the Redis store cannot run is a config error
+        self.redis_url, self.redis_options = redis_config(redis_url, redis_options, make_policy(policy, **opts))
         from .hooks import install_plugins
 
         self.plugins = install_plugins(self, plugins)
@@ -161,12 +174,19 @@ class Scheduler:
 
     # ---- queues -----------------------------------------------------------------------
     def queue(self, backend: Any = "default") -> AdmissionQueue:
-        """The admission queue of ``backend`` (a base URL), created on first use."""
+        """The admission queue of ``backend`` (a base URL), created on first use: an
+        :class:`AdmissionQueue`, or a :class:`~sjf_core.redis_queue.RedisAdmissionQueue`
+        (same interface) when ``redis_url`` is set."""
         key = backend_key(backend)
         q = self._queues.get(key)
         if q is None:
             with self._lock:
                 q = self._queues.get(key)
+                if q is None and self.redis_url:
+                    from .redis_queue import queue_for_scheduler
+
+                    q = queue_for_scheduler(self, key)
+                    self._queues[key] = q
                 if q is None:
                     q = AdmissionQueue(
                         slots=self.backend_slots.get(key, self.slots),

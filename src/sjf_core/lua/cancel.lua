@@ -14,7 +14,11 @@ else
     redis.call('HINCRBY', K_ST, 'released', 1)
   end
 end
-redis.call('DEL', P .. ':w:' .. id)
+-- unblock a BLPOP the cancelled waiter may have left behind (it ignores what it pops)
+local wk = P .. ':w:' .. id
+redis.call('DEL', wk)
+redis.call('RPUSH', wk, 'bye')
+redis.call('PEXPIRE', wk, 2000)
 reap()
 dispatch()
 return append({res}, summary())

@@ -1,18 +1,31 @@
 -- enqueue: ARGV[A] policy key, ARGV[A+1] priority (integer), ARGV[A+2] predicted class
 -- (0/1/2), ARGV[A+3] age at enqueue (s; > 0 for a retry that keeps its arrival),
--- ARGV[A+4] latest start time relative to now (s; deadline minus expected service) or "".
+-- ARGV[A+4] latest start time relative to now (s; deadline minus expected service) or "",
+-- ARGV[A+5] expected service time (s, from the caller's observed service statistics).
 -- Returns {id, epoch, arrival, grant or "", in_flight, waiting, tau, next_expiry}.
 local e = epoch()
 local id = string.format('%017.0f', redis.call('INCR', K_SEQ))
-local key, prio, klass = ARGV[A], ARGV[A + 1], ARGV[A + 2]
+local key, prio, klass, work = ARGV[A], ARGV[A + 1], ARGV[A + 2], ARGV[A + 5]
 local arrival = NOW - tonumber(ARGV[A + 3])
 local level, score = prio, key
+local tau = tau_s()
 if AGING then
   local origin, ag = aging_frame(arrival)
   level = '0'
   score = num(tonumber(key) + SPAN * ((arrival - origin) / ag - tonumber(prio)))
 end
-redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival))
+if FCFSB then
+  if tau then
+    -- HeapPending._fcfs_bound: arrival + max(τ, (1 + slack) × backlog at arrival)
+    local u = backlog(arrival)
+    local mbl = stnum('mbl')
+    redis.call('HSET', K_ST, 'mbl', num(mbl + 0.02 * (u - mbl)))
+    local bound = arrival + math.max(tau, (1 + SLACK) * u)
+    redis.call('ZADD', K_BD, fmt(bound), id)
+  end
+  redis.call('HSET', K_ST, 'wwork', num(stnum('wwork') + tonumber(work)))
+end
+redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work)
 redis.call('ZADD', P .. ':q:' .. level, score, id)
 redis.call('ZADD', K_LV, int(-tonumber(level)), level)
 redis.call('ZADD', K_AGE, fmt(arrival), id)

@@ -1,5 +1,6 @@
 -- clairvoyant-sjf Redis admission store: shared prelude of every script.
--- The Python side (sjf_core.redis_queue) prepends this file to each script body.
+-- The Python side (sjf_core.redis_queue) prepends this file to each script body. The
+-- dispatch rule mirrors sjf_core.pending.HeapPending (same order, same parameters).
 --
 -- KEYS (all share the hash tag {sjf:<backend>}, so one backend lives in one Cluster slot):
 --   1 seq     counter: ticket ids (arrival sequence, the FCFS tie-break)
@@ -7,24 +8,27 @@
 --   3 lv      ZSET priority levels with waiters (score -priority, member priority)
 --   4 age     ZSET waiting ticket ids by server arrival time (s): the τ index
 --   5 alive   ZSET waiting ticket ids by liveness expiry (server s): dead-waiter cleanup
---   6 wi      HASH waiting ticket id -> "level klass priority key arrival"
+--   6 wi      HASH waiting ticket id -> "level klass priority key arrival work"
 --   7 held    HASH granted ticket id -> fence
 --   8 leases  ZSET fence -> lease expiry (server s); ZCARD = slots in use
---   9 li      HASH fence -> "id klass dispatched_at"
+--   9 li      HASH fence -> "id klass dispatched_at work"
 --  10 st      HASH τ state (mean = mean Short service time, s; since = dispatches since
---             the last promotion) and counters
+--             the last promotion; aging frame; fcfs-bound waiting work and mean
+--             backlog) and counters
 --  11 epoch   string: server time (µs) when this state was created; changes when Redis
 --             lost its data (restart without persistence)
---  12 dl      ZSET waiting ticket ids with a deadline, by latest start time (server s)
+--  12 dl      ZSET waiting ids with a deadline, by latest start time (server s)
+--  13 bd      ZSET waiting ids by FCFS bound (server s), promotion "fcfs-bound"
 -- Dynamic keys, built from ARGV[1] = "{sjf:<backend>}": <P>:q:<level> (ZSET of waiting
 -- ids scored by the policy key; equal scores order by id, i.e. arrival; one level per
 -- priority, or the single level "0" with aging, where priority is part of the score) and
 -- <P>:w:<id> (LIST: the wake-up signal of one waiter, pushed at grant).
 --
--- ARGV[1..12]: prefix, slots, tau mode ("off" | "seconds" | "multiple"), tau value
+-- ARGV[1..14]: prefix, slots, tau mode ("off" | "seconds" | "multiple"), tau value
 -- (seconds or multiple), initial mean Short service time (s), EWMA alpha, promotion k
--- (1 = strict), waiter TTL (s), lease TTL (s), aging ("1" for promotion "aging"), key
--- span, aging horizon (multiples of τ). Script-specific arguments start at ARGV[13].
+-- (1 = strict), waiter TTL (s), lease TTL (s), promotion ("strict" | "one-in-k" | "aging"
+-- | "fcfs-bound"), key span, aging horizon (multiples of τ), fcfs-bound slack, fcfs-bound
+-- floor. Script-specific arguments start at ARGV[15].
 --
 -- Numbers are stored with string.format: redis.call would format Lua numbers with
 -- %.14g, and a script returns Lua numbers truncated to integers.
@@ -32,7 +36,7 @@
 local P = ARGV[1]
 local K_SEQ, K_FENCE, K_LV, K_AGE, K_ALIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_WI, K_HELD, K_LEASES, K_LI, K_ST, K_EPOCH = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local K_DL = KEYS[12]
+local K_DL, K_BD = KEYS[12], KEYS[13]
 local SLOTS = tonumber(ARGV[2])
 local TAU_MODE = ARGV[3]
 local TAU_VAL = tonumber(ARGV[4])
@@ -41,10 +45,15 @@ local ALPHA = tonumber(ARGV[6])
 local K = tonumber(ARGV[7])
 local WAITER_TTL = tonumber(ARGV[8])
 local LEASE_TTL = tonumber(ARGV[9])
-local AGING = ARGV[10] == '1' and TAU_MODE ~= 'off'
+local PROMOTION = ARGV[10]
+local AGING = PROMOTION == 'aging' and TAU_MODE ~= 'off'
+local FCFSB = PROMOTION == 'fcfs-bound'
+local THRESHOLD = PROMOTION == 'strict' or PROMOTION == 'one-in-k'
 local SPAN = tonumber(ARGV[11])
 local HORIZON = tonumber(ARGV[12])
-local A = 13
+local SLACK = tonumber(ARGV[13])
+local FLOOR = tonumber(ARGV[14])
+local A = 15
 
 local _t = redis.call('TIME')
 local NOW = tonumber(_t[1]) + tonumber(_t[2]) / 1000000
@@ -82,22 +91,32 @@ local function split(s)
   return out
 end
 
+local function stnum(field)
+  return tonumber(redis.call('HGET', K_ST, field) or '0')
+end
+
 -- Remove a waiting ticket from every index. Returns true if it was waiting.
 local function drop_waiter(id)
   local info = redis.call('HGET', K_WI, id)
   redis.call('ZREM', K_AGE, id)
   redis.call('ZREM', K_ALIVE, id)
   redis.call('ZREM', K_DL, id)
+  redis.call('ZREM', K_BD, id)
   if not info then return false end
-  local prio = split(info)[1]
-  local qk = P .. ':q:' .. prio
+  local f = split(info)
+  local qk = P .. ':q:' .. f[1]
   redis.call('ZREM', qk, id)
-  if redis.call('ZCARD', qk) == 0 then redis.call('ZREM', K_LV, prio) end
+  if redis.call('ZCARD', qk) == 0 then redis.call('ZREM', K_LV, f[1]) end
   redis.call('HDEL', K_WI, id)
+  if FCFSB and f[6] then
+    local w = stnum('wwork') - tonumber(f[6])
+    if w < 0 or redis.call('HLEN', K_WI) == 0 then w = 0 end
+    redis.call('HSET', K_ST, 'wwork', num(w))
+  end
   return true
 end
 
--- Remove a lease. Returns its "id klass dispatched_at" fields, or nil if it was not held.
+-- Remove a lease. Returns its "id klass dispatched_at work" fields, or nil if not held.
 local function drop_lease(fence)
   if redis.call('ZREM', K_LEASES, fence) == 0 then return nil end
   local info = redis.call('HGET', K_LI, fence)
@@ -123,6 +142,20 @@ local function reap()
   end
 end
 
+-- Estimated unfinished work per slot at time t (s): expected service of the waiters plus
+-- the expected remainder of the running leases (HeapPending.backlog_s, "fcfs-bound").
+local function backlog(t)
+  local running = 0
+  for _, info in ipairs(redis.call('HVALS', K_LI)) do
+    local f = split(info)
+    if f[4] then
+      local left = tonumber(f[4]) - (t - tonumber(f[3]))
+      if left > 0 then running = running + left end
+    end
+  end
+  return (stnum('wwork') + running) / SLOTS
+end
+
 -- Give a slot to a waiting ticket: lease + wake-up signal. Returns false if it was not waiting.
 local function grant(id, promoted)
   local raw = redis.call('HGET', K_WI, id)
@@ -130,7 +163,7 @@ local function grant(id, promoted)
   local info = split(raw)
   local fence = int(redis.call('INCR', K_FENCE))
   redis.call('ZADD', K_LEASES, fmt(NOW + LEASE_TTL), fence)
-  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW))
+  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0'))
   redis.call('HSET', K_HELD, id, fence)
   local wk = P .. ':w:' .. id
   redis.call('RPUSH', wk, fence .. ' ' .. fmt(NOW) .. ' ' .. (promoted and '1' or '0') .. ' '
@@ -141,21 +174,33 @@ local function grant(id, promoted)
   return true
 end
 
--- Grant free slots to waiters (work-conserving). Mirrors sjf_core.pending.HeapPending.pop:
--- a waiter whose latest start time has come goes first; then (strict / one-in-k) the oldest
--- waiter older than τ, at most once per K dispatches; otherwise the lowest
--- (-priority, key, id), or with aging the lowest age-weighted score.
+-- The waiter due first, if any (HeapPending._due_deadline): a deadline whose latest start
+-- time has come, else ("fcfs-bound") the earliest FCFS bound that has come, once it has
+-- also waited FLOOR × the mean backlog. Returns id, promoted.
+local function due()
+  local d = redis.call('ZRANGE', K_DL, 0, 0, 'WITHSCORES')
+  if d[1] and tonumber(d[2]) <= NOW then return d[1], false end
+  if FCFSB then
+    local b = redis.call('ZRANGE', K_BD, 0, 0, 'WITHSCORES')
+    if b[1] and tonumber(b[2]) <= NOW then
+      local arr = redis.call('ZSCORE', K_AGE, b[1])
+      if arr and NOW - tonumber(arr) >= FLOOR * stnum('mbl') then return b[1], true end
+    end
+  end
+  return nil, false
+end
+
+-- Grant free slots to waiters (work-conserving), as HeapPending.pop: a due waiter first;
+-- then ("strict" / "one-in-k") the oldest waiter older than τ, at most once per K
+-- dispatches; otherwise the lowest (-priority, key, id), or with aging the lowest
+-- age-weighted score.
 local function dispatch()
   local granted = 0
   local tau = tau_s()
   while redis.call('ZCARD', K_LEASES) < SLOTS do
-    local since = tonumber(redis.call('HGET', K_ST, 'since') or '0')
-    local chosen, promoted = nil, false
-    local d = redis.call('ZRANGE', K_DL, 0, 0, 'WITHSCORES')
-    if d[1] and tonumber(d[2]) <= NOW then
-      chosen = d[1] -- a due deadline goes first (EDF on latest start time)
-    end
-    if not chosen and tau and not AGING and since + 1 >= K then
+    local since = stnum('since')
+    local chosen, promoted = due()
+    if not chosen and tau and THRESHOLD and since + 1 >= K then
       local o = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')
       if o[1] and NOW - tonumber(o[2]) > tau then
         chosen, promoted, since = o[1], true, 0
@@ -185,9 +230,9 @@ local function dispatch()
   return granted
 end
 
--- Aging (sjf_core.pending HeapPending.order_key): score = key + SPAN × ((arrival - origin) /
--- (HORIZON × τ) - priority). The frame (origin, aging seconds) is re-anchored when the queue
--- is empty, and all scores are rebuilt when τ drifted by more than 10% (rare, O(n log n)).
+-- Aging (HeapPending.order_key): score = key + SPAN × ((arrival - origin) / (HORIZON × τ)
+-- - priority). The frame (origin, aging seconds) is re-anchored when the queue is empty,
+-- and all scores are rebuilt when τ drifted by more than 10% (rare, O(n log n)).
 local function aging_frame(arrival)
   local target = HORIZON * tau_s()
   local origin = tonumber(redis.call('HGET', K_ST, 'ag_origin') or '')
