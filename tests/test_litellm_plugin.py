@@ -301,6 +301,25 @@ async def test_fallback_rerun_releases_both_attempts(main):
         assert q["released"] == q["dispatched"] and q["expired"] == 0, h.dump()
 
 
+async def test_completions_and_responses_endpoints_are_scheduled_and_released(main):
+    h = main
+    before = dict(h.queue("b")["stats"])
+    async with h.client() as c:
+        r = await c.completions.create(model="b", prompt="ok short")
+        assert r.usage.completion_tokens == 30
+        s = await c.completions.create(model="b", prompt="ok short", stream=True)
+        assert len("".join([ch.choices[0].text or "" async for ch in s if ch.choices]).split()) == 30
+        r = await c.responses.create(model="b", input="ok short")
+        assert r.usage.output_tokens == 30
+        s = await c.responses.create(model="b", input="ok short", stream=True)
+        kinds = [ev.type async for ev in s]
+        assert "response.completed" in kinds
+    assert await until(lambda: h.idle("b") and h.status()["tracked_calls"] == 0), h.dump()
+    q = h.queue("b")["stats"]
+    assert q["dispatched"] - before.get("dispatched", 0) == 4
+    assert q["released"] - before.get("released", 0) == 4 and q["expired"] == before.get("expired", 0)
+
+
 # ---- pass-through ---------------------------------------------------------------------------
 async def test_unscorable_calls_pass_through_unharmed(main):
     h = main
