@@ -135,6 +135,20 @@ def _usage_tokens(obj: Any) -> int | None:
     return None
 
 
+def _log_fault(what: str) -> None:
+    """Log an internal fault without the exception's message or locals (they could carry
+    prompt text, DESIGN.md invariant 6): the exception type and where it was raised."""
+    import sys
+    import traceback
+
+    exc = sys.exc_info()[1]
+    where = ""
+    if exc is not None and exc.__traceback__ is not None:
+        fr = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f" at {fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}"
+    log.error("%s (%s%s)", what, type(exc).__name__ if exc else "?", where)
+
+
 def _defer_aclose(response: Any, replacement) -> tuple | None:
     """Make LiteLLM's close of the upstream stream call ``replacement`` instead.
 
@@ -279,7 +293,7 @@ class SJFHandler(CustomLogger):
                 freed = bool(t.release(answer_tokens))
             except Exception:
                 self.counters["fail_open"] += 1
-                log.exception("ticket release failed on backend %s", call.backend)
+                _log_fault("ticket release failed; the lease will free the slot")
             if freed and was_running:
                 self.counters["released_" + reason] += 1
                 self._observe_rate(call, answer_tokens)
@@ -355,7 +369,7 @@ class SJFHandler(CustomLogger):
                 self._by_psr[psr_id] = call
         except Exception:
             self.counters["fail_open"] += 1
-            log.exception("litellm_sjf pre-call hook failed; request passes unscheduled")
+            _log_fault("litellm_sjf pre-call hook failed; request passes unscheduled")
         return None
 
     async def async_pre_call_deployment_hook(self, kwargs, call_type):
@@ -384,7 +398,7 @@ class SJFHandler(CustomLogger):
             raise self._reject(exc, call)
         except Exception:
             self.counters["fail_open"] += 1
-            log.exception("litellm_sjf could not queue a request; it passes unscheduled")
+            _log_fault("litellm_sjf could not queue a request; it passes unscheduled")
             return None
         try:
             await ticket.acquire()
@@ -396,7 +410,7 @@ class SJFHandler(CustomLogger):
             raise self._reject(exc, call)
         except Exception:
             self.counters["fail_open"] += 1
-            log.exception("litellm_sjf admission failed; request passes unscheduled")
+            _log_fault("litellm_sjf admission failed; request passes unscheduled")
             return None
         self.counters["admitted"] += 1
         call.acquired_wall = time.time()
@@ -421,7 +435,7 @@ class SJFHandler(CustomLogger):
                 self._release(call, _usage_tokens(response), "success")
         except Exception:
             self.counters["fail_open"] += 1
-            log.exception("litellm_sjf success hook failed")
+            _log_fault("litellm_sjf success hook failed")
         return None
 
     async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict,
@@ -439,7 +453,7 @@ class SJFHandler(CustomLogger):
                     self._release(call, None, "failure")
         except Exception:
             self.counters["fail_open"] += 1
-            log.exception("litellm_sjf failure hook failed")
+            _log_fault("litellm_sjf failure hook failed")
         return None
 
     def _hold_orphan(self, call: _Call) -> None:
@@ -489,7 +503,7 @@ class SJFHandler(CustomLogger):
                 self._release(call, _usage_tokens(response_obj), "backup", forget=forget)
         except Exception:
             self.counters["fail_open"] += 1
-            log.exception("litellm_sjf backup release failed")
+            _log_fault("litellm_sjf backup release failed")
 
     # ---- hooks: streaming ---------------------------------------------------------------
     async def async_post_call_streaming_iterator_hook(self, user_api_key_dict, response, request_data):
