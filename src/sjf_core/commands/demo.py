@@ -208,6 +208,21 @@ def render(runs: list[RunStats], stream: bool) -> str:
     return "\n".join(lines)
 
 
+def predictor_ranking(prompts: list[DemoPrompt]) -> float | None:
+    """Ranking accuracy (paper Eq. 2) of the plugin's predictor's P(Long) on these prompts,
+    or None when the predictor cannot be loaded. Diagnostic only: SJF gains track it."""
+    try:
+        from ..predictor import load_predictor
+        from ..rank_metrics import ranking_accuracy
+
+        spec = os.environ.get("SJF_PREDICTOR")
+        pred = load_predictor(None if spec in (None, "", "default") else spec)
+        probs = pred.predict_many([p.text for p in prompts])
+        return ranking_accuracy(probs[:, 2], [p.answer_tokens for p in prompts])[0]
+    except Exception:
+        return None
+
+
 def run(args) -> int:
     from ..emulator import EmulatorThread
     from ..proxy_runner import LiteLLMProxy, ProxyStartError, proxy_config
@@ -239,7 +254,9 @@ def run(args) -> int:
           f"{n_by['long']} Long; {total_tokens} answer tokens")
     print(f"backend: emulator, 1 slot, {rate:g} tokens/s (~{total_tokens / rate:.0f} s of work per run); "
           f"{'streaming' if not args.no_stream else 'non-streaming'}, burst submitted {args.stagger_ms:g} ms apart")
-    print("plugin: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    acc = predictor_ranking(prompts)
+    print("plugin: " + ", ".join(f"{k}={v}" for k, v in shown.items())
+          + (f"; predictor ranking accuracy on this burst: {acc:.2f}" if acc is not None else ""))
     print("starting the emulator and two LiteLLM proxies (FCFS: no plugin; SJF: litellm_sjf) ...", flush=True)
 
     emu = EmulatorThread(tokens_per_s=rate, slots=1,
@@ -282,6 +299,7 @@ def run(args) -> int:
     print(f"total {time.monotonic() - t_start:.0f} s (runs: " + ", ".join(f"{r.name} {r.wall_s:.0f} s" for r in runs) + ")")
     if args.json:
         out = {"source": source, "tokens_per_s": rate, "stream": not args.no_stream, "plugin": shown,
+               "predictor_ranking_accuracy": acc,
                "runs": {r.name: r.summary() for r in runs}}
         f, j = out["runs"]["FCFS"], out["runs"]["SJF"]
         if "short" in f and "short" in j:
