@@ -329,7 +329,7 @@ async def test_dead_waiter_is_removed(stores):
     await hold.acquire()
     ls = q._state()
     # a waiter whose process died right after enqueueing: nobody heartbeats it
-    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", "2.0"])
+    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", "2.0", "999@dead"])
     assert (await q.snapshot())["waiting"] == 1
     await asyncio.sleep(0.6)
     snap = await q.snapshot()

@@ -58,6 +58,7 @@ import logging
 import math
 import os
 import re
+import socket
 import threading
 import time
 import weakref
@@ -79,6 +80,8 @@ SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound")
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
 _KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd")
 FAIL_MODES = ("open", "closed")
+#: This process as an owner of queue entries and leases in Redis: "<pid>@<host>".
+OWNER = f"{os.getpid()}@{re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())}"
 _COUNTERS = ("enqueued", "dispatched", "promoted", "released", "cancelled", "expired_leases",
              "expired_waiters", "reasserted", "completed_short", "aging_rebuilds")
 
@@ -285,8 +288,9 @@ class RedisAdmissionQueue:
 
         Returns:
             dict with ``in_flight`` and ``waiting`` (int, all processes), ``tau_s`` (float,
-            s; inf when off), ``mean_short_service_s`` (float, s), ``epoch`` (str) and the
-            server-side counters (int): enqueued, dispatched, promoted, released,
+            s; inf when off), ``mean_short_service_s`` (float, s), ``epoch`` (str), ``holders`` (list of
+            {owner, held_s, klass}), ``waiting_by_owner`` ({owner: count}; an owner is
+            "<pid>@<host>") and the server-side counters (int): enqueued, dispatched, promoted, released,
             cancelled, expired_leases, expired_waiters, reasserted, completed_short,
             aging_rebuilds.
 
@@ -302,6 +306,24 @@ class RedisAdmissionQueue:
         fields = dict(zip(r[6::2], r[7::2]))
         for k in _COUNTERS:
             out[k] = int(fields.get(k, 0))
+        # who holds and who waits (read-only; the owner of an entry is "<pid>@<host>")
+        pipe = ls.fast.pipeline(transaction=False)
+        pipe.time()
+        pipe.hvals(self.keys[_KEY_NAMES.index("li")])
+        pipe.hvals(self.keys[_KEY_NAMES.index("wi")])
+        (sec, usec), leases, waiters = await pipe.execute()
+        now = int(sec) + int(usec) / 1e6
+        out["holders"] = []
+        for info in leases:
+            f = info.split()
+            if len(f) >= 5:
+                out["holders"].append({"owner": f[4], "held_s": now - float(f[2]), "klass": int(f[1])})
+        by_owner: dict[str, int] = {}
+        for info in waiters:
+            f = info.split()
+            if len(f) >= 7:
+                by_owner[f[6]] = by_owner.get(f[6], 0) + 1
+        out["waiting_by_owner"] = by_owner
         return out
 
     # ---- tickets ---------------------------------------------------------------------
@@ -455,7 +477,7 @@ class RedisAdmissionQueue:
         """One heartbeat call; returns the waiter statuses then the holder statuses."""
         extra: list = [len(waiters), *waiters, len(holders)]
         for t in holders:
-            extra += [t.fence, t.epoch, t.rid, t.entry.klass, t.dispatched_server, t.work]
+            extra += [t.fence, t.epoch, t.rid, t.entry.klass, t.dispatched_server, t.work, OWNER]
         r = await self._run(ls, "heartbeat", extra)
         self._summary(r, 0, ls)
         epoch = r[4]
@@ -715,7 +737,7 @@ class RedisTicket:
             prio = max(-(10**9), min(10**9, int(self.entry.priority)))
             self.work = q._expected_s(self.entry)
             args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}",
-                    q._latest_start(self.entry), self.work]
+                    q._latest_start(self.entry), self.work, OWNER]
             self._enqueue_task = ls.spawn(q._run(ls, "enqueue", args))
             try:
                 r = await asyncio.shield(self._enqueue_task)

@@ -1,11 +1,12 @@
 -- enqueue: ARGV[A] policy key, ARGV[A+1] priority (integer), ARGV[A+2] predicted class
 -- (0/1/2), ARGV[A+3] age at enqueue (s; > 0 for a retry that keeps its arrival),
 -- ARGV[A+4] latest start time relative to now (s; deadline minus expected service) or "",
--- ARGV[A+5] expected service time (s, from the caller's observed service statistics).
+-- ARGV[A+5] expected service time (s, from the caller's observed service statistics),
+-- ARGV[A+6] owner ("<pid>@<host>", no spaces: shown by snapshot, for operators and tests).
 -- Returns {id, epoch, arrival, grant or "", in_flight, waiting, tau, next_expiry}.
 local e = epoch()
 local id = string.format('%017.0f', redis.call('INCR', K_SEQ))
-local key, prio, klass, work = ARGV[A], ARGV[A + 1], ARGV[A + 2], ARGV[A + 5]
+local key, prio, klass, work, owner = ARGV[A], ARGV[A + 1], ARGV[A + 2], ARGV[A + 5], ARGV[A + 6]
 local arrival = NOW - tonumber(ARGV[A + 3])
 local level, score = prio, key
 local tau = tau_s()
@@ -25,7 +26,7 @@ if FCFSB then
   end
   redis.call('HSET', K_ST, 'wwork', num(stnum('wwork') + tonumber(work)))
 end
-redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work)
+redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner)
 redis.call('ZADD', P .. ':q:' .. level, score, id)
 redis.call('ZADD', K_LV, int(-tonumber(level)), level)
 redis.call('ZADD', K_AGE, fmt(arrival), id)

@@ -1,6 +1,6 @@
 -- heartbeat: keeps this process's waiters alive and renews its leases, then reaps the
 -- dead and dispatches. ARGV[A] = number of waiters W, then W ticket ids; then the number
--- of held leases H, then H groups of (fence, epoch, id, klass, dispatched_at, work).
+-- of held leases H, then H groups of (fence, epoch, id, klass, dispatched_at, work, owner).
 -- A lease missing in the same epoch expired (reply "lost"); missing because Redis lost its
 -- data (new epoch) it is re-asserted ("re"), so the slot bound holds again at once.
 -- A waiter that is no longer known (reaped, or data lost) is told so through its wake
@@ -16,6 +16,8 @@ for j = 1, nw do
     redis.call('ZADD', K_ALIVE, 'XX', fmt(NOW + WAITER_TTL), id)
     ws[j] = 'q'
   elseif redis.call('HEXISTS', K_HELD, id) == 1 then
+    -- granted, not yet picked up: keep the lease alive for its live waiter
+    redis.call('ZADD', K_LEASES, 'XX', fmt(NOW + LEASE_TTL), redis.call('HGET', K_HELD, id))
     ws[j] = 'g'
   else
     local wk = P .. ':w:' .. id
@@ -28,14 +30,15 @@ end
 local nh = tonumber(ARGV[i]); i = i + 1
 local hs = {}
 for j = 1, nh do
-  local fence, ep, id, klass, disp, work = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  i = i + 6
+  local fence, ep, id, klass, disp, work, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
+    ARGV[i + 5], ARGV[i + 6]
+  i = i + 7
   if redis.call('ZSCORE', K_LEASES, fence) then
     redis.call('ZADD', K_LEASES, 'XX', fmt(NOW + LEASE_TTL), fence)
     hs[j] = 'ok'
   elseif ep ~= e then
     redis.call('ZADD', K_LEASES, fmt(NOW + LEASE_TTL), fence)
-    redis.call('HSET', K_LI, fence, id .. ' ' .. klass .. ' ' .. disp .. ' ' .. work)
+    redis.call('HSET', K_LI, fence, id .. ' ' .. klass .. ' ' .. disp .. ' ' .. work .. ' ' .. owner)
     redis.call('HSET', K_HELD, id, fence)
     redis.call('HINCRBY', K_ST, 'reasserted', 1)
     hs[j] = 're'

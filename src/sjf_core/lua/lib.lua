@@ -8,10 +8,10 @@
 --   3 lv      ZSET priority levels with waiters (score -priority, member priority)
 --   4 age     ZSET waiting ticket ids by server arrival time (s): the τ index
 --   5 alive   ZSET waiting ticket ids by liveness expiry (server s): dead-waiter cleanup
---   6 wi      HASH waiting ticket id -> "level klass priority key arrival work"
+--   6 wi      HASH waiting ticket id -> "level klass priority key arrival work owner"
 --   7 held    HASH granted ticket id -> fence
 --   8 leases  ZSET fence -> lease expiry (server s); ZCARD = slots in use
---   9 li      HASH fence -> "id klass dispatched_at work"
+--   9 li      HASH fence -> "id klass dispatched_at work owner"
 --  10 st      HASH τ state (mean = mean Short service time, s; since = dispatches since
 --             the last promotion; aging frame; fcfs-bound waiting work and mean
 --             backlog) and counters
@@ -116,7 +116,7 @@ local function drop_waiter(id)
   return true
 end
 
--- Remove a lease. Returns its "id klass dispatched_at work" fields, or nil if not held.
+-- Remove a lease. Returns its "id klass dispatched_at work owner" fields, or nil if not held.
 local function drop_lease(fence)
   if redis.call('ZREM', K_LEASES, fence) == 0 then return nil end
   local info = redis.call('HGET', K_LI, fence)
@@ -157,13 +157,18 @@ local function backlog(t)
 end
 
 -- Give a slot to a waiting ticket: lease + wake-up signal. Returns false if it was not waiting.
+-- Until its process picks the grant up and renews it, the lease lives no longer than the
+-- waiter's own liveness: a waiter that died while queued costs no extra lease TTL.
 local function grant(id, promoted)
   local raw = redis.call('HGET', K_WI, id)
+  local alive = tonumber(redis.call('ZSCORE', K_ALIVE, id) or '')
   if not drop_waiter(id) then return false end
   local info = split(raw)
   local fence = int(redis.call('INCR', K_FENCE))
-  redis.call('ZADD', K_LEASES, fmt(NOW + LEASE_TTL), fence)
-  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0'))
+  local expiry = NOW + LEASE_TTL
+  if alive and alive < expiry then expiry = alive end
+  redis.call('ZADD', K_LEASES, fmt(expiry), fence)
+  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0') .. ' ' .. (info[7] or '?'))
   redis.call('HSET', K_HELD, id, fence)
   local wk = P .. ':w:' .. id
   redis.call('RPUSH', wk, fence .. ' ' .. fmt(NOW) .. ' ' .. (promoted and '1' or '0') .. ' '

@@ -1,0 +1,130 @@
+"""Several processes sharing one Redis-backed queue (real redis-server, real subprocesses).
+
+* A worker killed with SIGKILL while it holds the slot: its lease expires and the slot
+  returns within the lease time-to-live; a worker killed while queued is removed; every
+  other request completes.
+* A LiteLLM proxy with ``--num_workers 3`` and the plugin in Redis mode (SJF_REDIS_URL) in
+  front of the emulator with 1 slot: the emulator never has more than 1 request in
+  flight, and the requests were served by more than one worker process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sjf_core.prediction import Prediction
+from sjf_core.redis_queue import RedisAdmissionQueue
+
+HERE = Path(__file__).parent
+
+
+class Worker:
+    """A ``redis_worker.py`` subprocess with its stdout lines in a queue."""
+
+    def __init__(self, url, backend, hold_s, lease_ttl_s, waiter_ttl_s, p_long):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "redis_worker.py"), url, backend, str(hold_s), str(lease_ttl_s),
+             str(waiter_ttl_s), str(p_long)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+
+    async def expect(self, word: str, timeout: float = 60.0) -> float:
+        """Wait for a line starting with ``word``; returns the local monotonic time it was read."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                if self.proc.poll() is not None and self.lines.empty():
+                    raise AssertionError(f"worker exited ({self.proc.returncode}) before {word}: {self.seen}")
+                await asyncio.sleep(0.005)
+                continue
+            self.seen.append(line)
+            if line.startswith(word):
+                return time.monotonic()
+        raise AssertionError(f"worker did not print {word}: {self.seen}")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def pred(p_long):
+    return Prediction.from_probs([1 - p_long, 0.0, p_long])
+
+
+async def test_worker_killed_mid_request_returns_its_slot_within_the_lease_ttl(redis_url):
+    ttl = 2.0
+    backend = f"http://127.0.0.1:1/{uuid.uuid4().hex[:8]}/v1"
+    q = RedisAdmissionQueue(redis_url, slots=1, name=backend, redis_lease_ttl_s=ttl, waiter_ttl_s=ttl)
+    holder = Worker(redis_url, backend, 120, ttl, ttl, 0.9)
+    waiter = late = None
+    try:
+        await holder.expect("ACQUIRED")
+        waiter = Worker(redis_url, backend, 0.1, ttl, ttl, 0.0)  # first in SJF order; killed while queued
+        await waiter.expect("QUEUED")
+        late = Worker(redis_url, backend, 0.1, ttl, ttl, 0.5)  # another process, queued too
+        await late.expect("QUEUED")
+        granted: list[float] = []
+
+        async def job(i):
+            async with q.ticket(pred(0.3 + 0.05 * i)):
+                granted.append(time.monotonic())
+                await asyncio.sleep(0.05)
+
+        tasks = [asyncio.create_task(job(i)) for i in range(6)]
+        await asyncio.sleep(1.5)
+        snap = await q.snapshot()
+        assert snap["in_flight"] == 1 and snap["waiting"] == 8, repr({k: v for k, v in snap.items() if k not in ("epoch", "tau_s", "mean_short_service_s")})
+        assert [h["owner"].split("@")[0] for h in snap["holders"]] == [str(holder.proc.pid)]
+        assert snap["waiting_by_owner"].get(f"{waiter.proc.pid}@{snap['holders'][0]['owner'].split('@')[1]}") == 1
+        assert not granted  # nobody got the slot while its holder lived (> TTL/3 renewals)
+        waiter.kill()
+        holder.kill()
+        killed_at = time.monotonic()
+        late_at = asyncio.create_task(late.expect("ACQUIRED", timeout=60))
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        late_granted = await late_at
+        await late.expect("RELEASED")
+        assert late.proc.wait(10) == 0
+        first = min(granted + [late_granted]) - killed_at
+        print(f"\nslot back {first:.2f} s after SIGKILL (lease TTL {ttl} s)")
+        assert first <= ttl + 1.0  # lease TTL, plus scheduling slack on a busy machine
+        assert not any(line.startswith("ACQUIRED") for line in waiter.seen)
+        snap = await q.snapshot()
+        assert snap["in_flight"] == 0 and snap["waiting"] == 0
+        # the dead waiter left either by its waiter TTL, or (when the holder's lease expired
+        # first) by a grant whose lease lived no longer than the waiter itself
+        assert snap["expired_leases"] >= 1 and snap["expired_leases"] + snap["expired_waiters"] == 2
+        assert snap["dispatched"] == 1 + 6 + 1 + (snap["expired_leases"] - 1) and snap["released"] == 6 + 1
+    finally:
+        for w in (holder, waiter, late):
+            if w is not None:
+                w.stop()
+        await q.aclose()
