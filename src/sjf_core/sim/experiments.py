@@ -188,8 +188,10 @@ def rho_sweep(n: int = 2000, seeds: int = 5, c2: float = 1.0, rhos=None,
                     r = b.run("sjf", pm, tau=tau, promotion=promotion)
                     series.setdefault(label, []).append(_reduction(r["short_p50"], f["short_p50"]))
                     long_series.setdefault(label, []).append(-_reduction(r["long_p99"], f["long_p99"]))
+        spec = spec_fn(c2)
+        label = f"C² = {c2}" if setup == "paper" else f"Table-1 C² (overall {spec.total_c2:.2f})"
         out["series"][setup] = {"short_p50_reduction_pct": series, "long_p99_inflation_pct": long_series,
-                                "predictor": pm.label()}
+                                "predictor": pm.label(), "c2_label": label}
     return out
 
 
@@ -409,7 +411,8 @@ def markdown(name: str, res: dict) -> str:
                          f"{row['tau_off_short_p50_reduction_pct']:.1f}% |")
     elif name == "rho":
         for setup, s in res["series"].items():
-            lines += ["", f"**short-P50 reduction vs ρ ({setup} setup, C² = {res['c2']}, {s['predictor']})**", "",
+            c2l = s.get("c2_label", f"C² = {res['c2']}")
+            lines += ["", f"**short-P50 reduction vs ρ ({setup} setup, {c2l}, {s['predictor']})**", "",
                       "| variant | " + " | ".join(f"{r:.2f}" for r in res["rhos"]) + " |",
                       "|---|" + "---|" * len(res["rhos"])]
             for label, vals in s["short_p50_reduction_pct"].items():
