@@ -504,3 +504,19 @@ async def test_on_close_drain_keeps_the_bound_on_a_backend_that_keeps_generating
     gc.collect()
     await until(lambda: q.in_flight == 0)
     assert q.stats.dispatched == q.stats.released and q.waiting == 0
+
+
+async def test_internal_scheduler_fault_sends_the_request_anyway(emulator_factory):
+    class BrokenScheduler(Scheduler):
+        def queue(self, backend="default"):
+            raise RuntimeError("scheduler bug")
+
+    emu = await emulator_factory(tokens_per_s=4000)
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=BrokenScheduler(predictor=KeywordPredictor()))
+    r = await client.chat.completions.create(model="m", messages=msg("short"))
+    assert r.choices[0].message.content
+    s = await client.chat.completions.create(model="m", messages=msg("short"), stream=True)
+    assert [c async for c in s]
+    assert openai_sjf.transport_of(client).stats.internal_errors == 2
+    assert emu.stats()["served"] == 2
