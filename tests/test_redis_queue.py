@@ -65,8 +65,9 @@ SCENARIOS = [
     # (policy, options); τ in fixed seconds so both stores agree on it exactly
     ("fcfs", {}),
     ("sjf", {"tau": "off"}),
-    ("sjf", {"tau": 5.5}),  # the default promotion ("fcfs-bound"), bounds not yet due
-    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0}),
+    # the default promotion ("fcfs-bound"); 20 s Short service seeds keep the bounds ≥ 20 s away
+    ("sjf", {"tau": 5.5, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
     ("sjf", {"tau": 5.5, "promotion": "strict"}),
     ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 3}),
     ("sjf", {"tau": 5.5, "promotion": "aging"}),
@@ -87,7 +88,8 @@ def workload(seed: int, n: int = 14):
         deadline = None
         # distinct ages (20 ms apart): Redis stamps arrival on its own clock, so exact ties
         # would be ordered by network jitter rather than by arrival sequence
-        age = rnd.randint(0, 12) + 0.02 * i
+        # and no age within 2 s below τ = 5.5 s, so enqueue and drain time cannot cross it
+        age = rnd.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12]) + 0.02 * i
         if rnd.random() < 0.15:
             # due: latest start (deadline - expected service, ≤ 30.1 s) is long past
             deadline = rnd.choice([0.5, 1.0]) if age > 0 else None
