@@ -47,7 +47,8 @@ TRACE = (
        {"prompt": "abandoned stream", "answer_tokens": 600},
        {"prompt": "abandoned while queued", "answer_tokens": 10},
        {"prompt": "abandoned non-stream", "answer_tokens": 800},
-       {"prompt": "two slots", "answer_tokens": 150}]
+       {"prompt": "two slots", "answer_tokens": 150},
+       {"prompt": "a very long stream", "answer_tokens": 2000}]
 )
 
 
@@ -279,13 +280,13 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
 async def test_stream_holds_its_slot_until_the_end(main):
     h = main
     h.emus["a"].reset()
-    stream = asyncio.create_task(h.chat("a", "ok long stream", stream=True))
+    stream = asyncio.create_task(h.chat("a", "a very long stream", stream=True))  # ~5 s at 400 tok/s
     assert await until(lambda: h.emus["a"].stats()["generating"] == 1)
     other = asyncio.create_task(h.chat("a", "ok short"))
     assert await until(lambda: h.queue("a")["waiting"] == 1), h.dump()
-    assert await stream == 300 and await other == 30
+    assert await stream == 2000 and await other == 30
     order = h.emus["a"].stats()["order"]
-    assert [o["hash"] for o in order] == [short_hash("ok long stream"), short_hash("ok short")]
+    assert [o["hash"] for o in order] == [short_hash("a very long stream"), short_hash("ok short")]
     assert h.emus["a"].stats()["max_in_flight"] == 1
 
 
