@@ -10,8 +10,9 @@ One run measures, on the serial backend emulator (a real aiohttp server on
    scheduler never sees), submitted at once with ``asyncio.gather``, through
    (a) the plain client (the backend's FIFO = FCFS), (b) ``openai_sjf.wrap``
    with the shipped predictor, policy "sjf", τ = "3x" (the defaults), (c)
-   policy "sjf-tokens" (expected answer tokens as the key) and, with
-   ``--tau-off``, (d) "sjf" without τ. The burst is repeated ``--repeats`` times
+   policy "sjf-tokens" (expected answer tokens as the key), (d) oracle SJF
+   (the true answer length as the key: the ceiling of non-preemptive admission)
+   and, with ``--tau-off``, (e) "sjf" without τ. The burst is repeated ``--repeats`` times
    in a new seeded submission order each time, the same order for every policy
    (the plain client's FCFS order at the backend varies with connection timing,
    so one burst is a noisy baseline). Latency is end-to-end (submit → response
@@ -31,7 +32,7 @@ Usage::
     .venv/bin/python benchmarks/openai_wrapper_bench.py [--short 20 --long 20] [--repeats 3]
         [--tokens-per-s 1000] [--tau-off] [--overhead-n 400] [--json out.json]
 
-Takes about 4 minutes on 2 shared cores (3 policies × 3 bursts of about 22 s).
+Takes about 5 minutes on 2 shared cores (4 policies × 3 bursts of about 22 s).
 
 Targets (issue 4): short-P50 reduction >= 60 %; added p50 <= 0.3 ms.
 """
@@ -164,6 +165,22 @@ async def overhead_sockets(n: int, predictor) -> dict:
             "cpu_plain_p50_ms": 1e3 * pct(cpu["plain"], 50), "cpu_wrapped_p50_ms": 1e3 * pct(cpu["wrapped"], 50)}
 
 
+class OraclePredictor:
+    """Knows each prompt's true answer length: the ceiling of non-preemptive SJF (DESIGN.md "Metrics")."""
+
+    def __init__(self, sample):
+        self.tokens = {s["prompt"]: s["tokens"] for s in sample}
+
+    def predict(self, text):
+        from sjf_core.entry import class_of_tokens
+        from sjf_core.prediction import Prediction
+
+        n = self.tokens[text]
+        probs = [0.0, 0.0, 0.0]
+        probs[class_of_tokens(n)] = 1.0
+        return Prediction.from_probs(probs, expected_tokens=float(n))
+
+
 class ConstantPredictor:
     """A predictor that costs nothing: isolates the wrapper and queue from the model."""
 
@@ -244,6 +261,7 @@ def main(argv=None) -> int:
         "fcfs (plain client)": None,
         "sjf τ=3x (wrap defaults)": dict(policy="sjf", tau="3x"),
         "sjf-tokens τ=3x": dict(policy="sjf-tokens", tau="3x"),
+        "oracle (true lengths)": dict(policy="sjf-tokens", tau="3x", predictor=OraclePredictor(sample)),
     }
     if args.tau_off:
         policies["sjf τ=off"] = dict(policy="sjf", tau="off")
@@ -254,7 +272,7 @@ def main(argv=None) -> int:
             order = list(sample)
             random.Random(f"{args.seed}:{rep}").shuffle(order)  # same arrivals for every policy
             for name, opts in policies.items():
-                sched = None if opts is None else Scheduler(predictor=predictor, **opts)
+                sched = None if opts is None else Scheduler(**{"predictor": predictor, **opts})
                 runs[name].append(await run_burst(order, args.tokens_per_s, sched))
         res = {"burst": {name: summarize(r) for name, r in runs.items()}}
         res["overhead_sockets"] = await overhead_sockets(args.overhead_n, predictor)

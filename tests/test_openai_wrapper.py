@@ -165,6 +165,7 @@ async def test_user_transport_headers_query_and_retries_take_effect(emulator_fac
     models = await client.models.list()
     assert [m.id for m in models.data] == ["emulator"]
     assert len(rec.enqueued) == enq
+    assert openai_sjf.transport_of(client).stats.passed_through == 1
     q = sched.queue(client.base_url)
     assert q.in_flight == 0 and q.waiting == 0
     await http.aclose()

@@ -104,7 +104,7 @@ class TransportStats:
     """Counters of one :class:`SJFTransport` (requests, not prompt text)."""
 
     admitted: int = 0
-    passed_through: int = 0
+    passed_through: int = 0  # not an admitted endpoint (GET, embeddings, ...)
     unparsable: int = 0
     rejected: int = 0
     queue_timeouts: int = 0
@@ -153,12 +153,11 @@ class SJFTransport(httpx.AsyncBaseTransport):
 
     # ---- requests -----------------------------------------------------------------
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method != "POST":
+        endpoint = endpoint_of(request.url.path) if request.method == "POST" else None
+        if endpoint is None:
+            self.stats.passed_through += 1
             return await self.inner.handle_async_request(request)
         path = request.url.path
-        endpoint = endpoint_of(path)
-        if endpoint is None:
-            return await self.inner.handle_async_request(request)
 
         try:
             ticket = self._ticket(request, path, endpoint)
@@ -194,8 +193,13 @@ class SJFTransport(httpx.AsyncBaseTransport):
             if response.is_stream_consumed or response.is_closed:
                 # A transport that returns an already-read body (e.g. httpx.Response(content=...)):
                 # nothing is left to stream, so the backend is done.
-                content = response.content if read_usage else b""
-                ticket.release(usage_tokens(b"", content) if content else None)
+                tokens = None
+                if read_usage:
+                    try:
+                        tokens = usage_tokens(b"", response.content)
+                    except Exception:  # closed without being read: no usage
+                        tokens = None
+                ticket.release(tokens)
                 return response
             response.stream = AdmittedStream(response.stream, ticket, asyncio.get_running_loop(), read_usage,
                                              drain=self.on_close == "drain")
