@@ -224,3 +224,27 @@ def test_oracle_knows_true_lengths_from_prompts_or_hashes(tmp_path):
     p.write_text(json.dumps({"sha256": prompt_hash("hi"), "answer_tokens": 30}) + "\n")
     assert OraclePredictor.from_trace(p).predict("hi").expected_tokens == 30
     assert list(o.score_many(["essay", "hi"])) == [1200, 30]
+
+
+# ---- inferred service start on a serial server, and the burst ranking diagnostic ------------------
+def test_infer_serial_dispatch_uses_previous_completion():
+    from sjf_core.bench.backend import infer_serial_dispatch
+
+    recs = [rec(0, 50, 0.0, math.nan, 1.0, 2.0), rec(1, 50, 0.0, math.nan, 3.0, 5.0),
+            rec(2, 900, 6.0, math.nan, 6.5, 9.0), rec(3, 50, 0.0, math.nan, math.nan, math.nan, ok=False)]
+    infer_serial_dispatch(recs)
+    assert recs[0].dispatch == 0.0      # first: started at submit
+    assert recs[1].dispatch == 2.0      # waited for request 0 to end
+    assert recs[2].dispatch == 6.0      # arrived after the server went idle
+    assert math.isnan(recs[3].dispatch)  # failed: left alone
+    assert [r.wait for r in recs[:3]] == [0.0, 2.0, 0.0]
+
+
+def test_longs_before_median_short():
+    from sjf_core.bench.docs import longs_before_median_short
+
+    # dispatch order: L S L S S  -> the median (2nd of 3) Short starts after 2 Longs
+    recs = [rec(0, 900, 0, 0.0, 0, 1), rec(1, 50, 0, 1.0, 0, 2), rec(2, 900, 0, 2.0, 0, 3),
+            rec(3, 50, 0, 3.0, 0, 4), rec(4, 50, 0, 4.0, 0, 5)]
+    assert longs_before_median_short(recs) == 2
+    assert math.isnan(longs_before_median_short([rec(0, 900, 0, 0.0, 0, 1)]))

@@ -63,6 +63,8 @@ class EmulatorBackend:
         first_token_s: fixed delay before the first token (prefill), seconds.
         slots: concurrent generations (1 = serial).
         on_disconnect: "stop" or "continue" (see :mod:`sjf_core.emulator`).
+        tick_s: token emission tick of the emulator, seconds (service times are
+            rounded up to it; keep it well below the shortest service time).
     """
 
     jobs: Sequence[Job]
@@ -71,10 +73,11 @@ class EmulatorBackend:
     slots: int = 1
     on_disconnect: str = "stop"
     model: str = "emulator"
+    tick_s: float = 0.01
 
     def __post_init__(self):
         cfg = EmulatorConfig(tokens_per_s=self.tokens_per_s, slots=self.slots, on_disconnect=self.on_disconnect,
-                             first_token_s=self.first_token_s, model=self.model,
+                             first_token_s=self.first_token_s, model=self.model, tick_s=self.tick_s,
                              trace_records=[{"prompt": j.prompt, "answer_tokens": int(j.tokens)} for j in self.jobs])
         self._thread = _TimedEmulatorThread(cfg)
         self.base_url = self._thread.base_url
@@ -86,8 +89,8 @@ class EmulatorBackend:
         return ServiceModel(self.tokens_per_s, self.first_token_s)
 
     def describe(self) -> str:
-        return (f"emulator ({self.tokens_per_s:g} tokens/s, first token +{self.first_token_s * 1000:g} ms, "
-                f"{self.slots} slot(s), FIFO inside)")
+        return (f"emulator ({self.tokens_per_s:g} tokens/s, tick {self.tick_s * 1000:g} ms, first token "
+                f"+{self.first_token_s * 1000:g} ms, {self.slots} slot(s), FIFO inside)")
 
     def reset(self) -> None:
         """Forget the served-order log and counters (between policies)."""
@@ -121,6 +124,18 @@ class EmulatorBackend:
         self._thread.stop()
 
 
+def infer_serial_dispatch(records: Sequence[RequestRecord]) -> None:
+    """Set ``dispatch`` of completed records on a serial server: in completion order, a
+    request started when it was submitted or when the previous one ended, whichever is
+    later (exact for a work-conserving one-slot server; an admission gap of a few ms
+    between two requests is counted as service)."""
+    done = sorted((r for r in records if r.ok and math.isfinite(r.end)), key=lambda r: r.end)
+    prev_end = -math.inf
+    for r in done:
+        r.dispatch = max(r.submit, prev_end)
+        prev_end = r.end
+
+
 @dataclass
 class ExternalBackend:
     """A user's OpenAI-compatible server (llama.cpp, Ollama, LM Studio, vLLM ...).
@@ -129,11 +144,19 @@ class ExternalBackend:
         base_url: e.g. ``http://127.0.0.1:8080/v1`` (Ollama: ``http://127.0.0.1:11434/v1``).
         model: model name the server expects.
         api_key: bearer key, if the server wants one.
+        tokens_from_chunks: count answer tokens as streamed deltas (True) rather than
+            trusting ``usage`` (which a proxy may estimate).
+        serial: the server runs one request at a time (llama.cpp's server, Ollama with
+            ``OLLAMA_NUM_PARALLEL=1``). Then each request's service start is inferred as
+            ``max(its submit, the previous completion)`` in completion order, which gives
+            queue wait and service time; with False they stay unobserved (NaN).
     """
 
     base_url: str
     model: str = "default"
     api_key: str | None = None
+    tokens_from_chunks: bool = True
+    serial: bool = True
 
     def __post_init__(self):
         self.base_url = self.base_url.rstrip("/")
@@ -142,13 +165,21 @@ class ExternalBackend:
         self.observes_dispatch = False
 
     def describe(self) -> str:
-        return f"external server {self.base_url} (model {self.model})"
+        return f"external server {self.base_url} (model {self.model}" + (", serial)" if self.serial else ")")
 
     def reset(self) -> None:
         pass
 
     def annotate(self, jobs, records) -> dict:
-        return {}
+        """True lengths from the stream: one content delta per token (llama.cpp, Ollama stream
+        token by token; a proxy in between may only estimate ``usage``)."""
+        if self.tokens_from_chunks:
+            for r in records:
+                if r.ok and r.chunks > 0:
+                    r.true_tokens = r.chunks
+        if self.serial:
+            infer_serial_dispatch(records)
+        return {"dispatch": "inferred (serial server)" if self.serial else "unobserved"}
 
     def close(self) -> None:
         pass

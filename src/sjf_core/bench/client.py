@@ -111,6 +111,7 @@ class HttpSender:
             rec.error = _short_error(exc)
             return rec
         rec.true_tokens = usage_tokens if usage_tokens is not None else deltas
+        rec.chunks = deltas
         if math.isnan(rec.first_byte):
             rec.first_byte = rec.end
         return rec
@@ -151,6 +152,7 @@ class OpenAISender:
             rec.error = _short_error(exc)
             return rec
         rec.true_tokens = usage_tokens if usage_tokens is not None else deltas
+        rec.chunks = deltas
         if math.isnan(rec.first_byte):
             rec.first_byte = rec.end
         return rec

@@ -90,6 +90,8 @@ def workload_line(res: ScenarioResult) -> str:
         parts.append(f"E[S] = {w['mean_service_s']:.3f} s, C² = {w['service_scv']:.2f}")
     if "offered_rho" in w:
         parts.append(f"realised offered ρ = {w['offered_rho']:.2f}")
+    if "measured_busy_fcfs" in w:
+        parts.append(f"backend busy {100 * w['measured_busy_fcfs']:.0f}% of the FCFS run")
     for k, v in res.scenario.settings.items():
         parts.append(f"{k} = {v}")
     return "; ".join(parts)
@@ -157,7 +159,10 @@ def plot(res: ScenarioResult, out_dir: str | Path, prefix: str = "", metric: str
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = (prefix + res.scenario.name).replace(" ", "_").replace("/", "_")
+    import re
+
+    raw = (prefix + res.scenario.name).replace("ρ", "rho").replace(".", "")
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", raw).strip("_")
     files = []
     labels = list(res.records)
     colors = {lab: plt.cm.tab10(i % 10) for i, lab in enumerate(labels)}

@@ -168,9 +168,11 @@ async def run_async(
         oracle = "oracle" if "oracle" in sums else None
         comps = compare(sums, recs, fcfs="fcfs", oracle=oracle)
         svc = service_stats(recs.get("fcfs", []))
-        results.append(ScenarioResult(sc, recs, sums, comps, svc, bstats[sc.name],
-                                      describe(sc.jobs, service if isinstance(service, ServiceModel) else None),
-                                      walls[sc.name]))
+        w = describe(sc.jobs, service if isinstance(service, ServiceModel) else None)
+        busy = measured_utilisation(recs.get("fcfs", []))
+        if busy == busy:  # not NaN
+            w["measured_busy_fcfs"] = busy
+        results.append(ScenarioResult(sc, recs, sums, comps, svc, bstats[sc.name], w, walls[sc.name]))
     env["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     return BenchResult(path=path.name, backend=backend.describe(), policies=[s.label for s in specs],
                        scenarios=results, environment=env, settings={"repeat": repeat})
@@ -179,3 +181,33 @@ async def run_async(
 def run(*args, **kw) -> BenchResult:
     """Synchronous :func:`run_async`."""
     return asyncio.run(run_async(*args, **kw))
+
+
+def measured_utilisation(records: Sequence[RequestRecord]) -> float:
+    """Fraction of the run (first submit → last end) the backend spent serving, from the
+    dispatch and end times (NaN when dispatch is unobserved)."""
+    import math
+
+    done = [r for r in records if r.ok and math.isfinite(r.dispatch) and math.isfinite(r.end)]
+    if not done:
+        return math.nan
+    span = max(r.end for r in done) - min(r.submit for r in records)
+    return sum(r.end - r.dispatch for r in done) / span if span > 0 else math.nan
+
+
+def pool(results: Sequence[ScenarioResult], name: str, service: ServiceModel | None = None) -> ScenarioResult:
+    """Merge scenario results of the same kind (e.g. one burst per seed) into one: records of
+    each contender are concatenated and the summaries and ratios recomputed on the pool."""
+    labels = list(results[0].records)
+    records = {lab: [r for res in results for r in res.records.get(lab, [])] for lab in labels}
+    sums = {lab: summarize(rs, lab) for lab, rs in records.items()}
+    comps = compare(sums, records, fcfs="fcfs", oracle="oracle" if "oracle" in sums else None)
+    jobs = [j for res in results for j in res.scenario.jobs]
+    settings = {k: v for k, v in results[0].scenario.settings.items() if k != "seed"}
+    settings["seeds"] = [res.scenario.settings.get("seed") for res in results]
+    settings["pooled_runs"] = len(results)
+    w = describe(jobs, service)
+    w.pop("offered_rho", None)
+    return ScenarioResult(Scenario(name, jobs, settings), records, sums, comps,
+                          service_stats(records.get("fcfs", [])), results[0].backend_stats, w,
+                          sum(res.wall_s for res in results))

@@ -54,6 +54,7 @@ class RequestRecord:
         predicted_class: the class our predictor gave (0/1/2), or -1 if unknown.
         status: HTTP status (0 when no response arrived).
         error: short error text (never prompt text), or "".
+        chunks: streamed content deltas received (one per token on llama.cpp / Ollama).
     """
 
     idx: int
@@ -67,6 +68,7 @@ class RequestRecord:
     predicted_class: int = -1
     status: int = 200
     error: str = ""
+    chunks: int = 0
 
     @property
     def true_class(self) -> int:
