@@ -12,9 +12,12 @@ import asyncio
 import json
 import time
 
+from pathlib import Path
+
 import httpx
 import openai
 import pytest
+import yaml
 
 from sjf_core.emulator import EmulatorThread, short_hash
 from sjf_core.proxy_runner import LiteLLMProxy, free_port, proxy_config
@@ -110,9 +113,23 @@ class Harness:
                           indent=1)[:6000]
 
 
-def _start(emus: dict[str, EmulatorThread], env: dict, **cfg_kw) -> tuple[LiteLLMProxy, int]:
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "litellm_config.yaml"
+
+
+def _example_settings() -> dict:
+    """The settings sections of examples/litellm_config.yaml (the proxies below use them)."""
+    ex = yaml.safe_load(EXAMPLE.read_text())
+    assert ex["litellm_settings"]["callbacks"] == ["litellm_sjf.proxy_handler_instance"]
+    assert ex["general_settings"]["cancel_on_disconnect"] is True
+    return {k: ex[k] for k in ("litellm_settings", "general_settings", "router_settings")}
+
+
+def _start(emus: dict[str, EmulatorThread], env: dict, router_settings=None) -> tuple[LiteLLMProxy, int]:
     status_port = free_port()
-    cfg = proxy_config({name: [e.base_url] for name, e in emus.items()}, plugin=True, **cfg_kw)
+    ex = _example_settings()
+    cfg = proxy_config({name: [e.base_url] for name, e in emus.items()}, plugin=True,
+                       litellm_settings=ex["litellm_settings"], general_settings=ex["general_settings"],
+                       router_settings={**ex["router_settings"], **(router_settings or {})})
     proxy = LiteLLMProxy(cfg, env={"SJF_STATUS_PORT": str(status_port), "SJF_LEASE_TTL_S": "900", **env})
     proxy.start()
     return proxy, status_port
