@@ -128,3 +128,100 @@ async def test_worker_killed_mid_request_returns_its_slot_within_the_lease_ttl(r
             if w is not None:
                 w.stop()
         await q.aclose()
+
+
+# ---- a LiteLLM proxy with three workers in Redis mode --------------------------------------------
+BURST = [
+    "What year did the Berlin Wall fall?",
+    "Name the largest planet in our solar system.",
+    "Give a one-word synonym for happy.",
+    "Explain the difference between a process and a thread.",
+    "Summarize the plot of Hamlet in a short paragraph.",
+    "Describe how vaccines train the immune system.",
+    "Write a detailed essay of at least 1500 words on the history of the printing press and its effects on Europe.",
+    "Implement a complete REST API in Go for a library system with users, books and loans, including tests and "
+    "documentation for every endpoint.",
+    "Write a long fantasy story of at least 3000 words about a cartographer who maps a city that moves at night.",
+    "Generate a comprehensive study guide covering all of introductory organic chemistry with worked examples.",
+]
+HOLD = "Hold the backend for a moment, please."
+
+
+def predicted_keys(prompts):
+    from sjf_core.predictor import load_predictor
+
+    p = load_predictor()
+    return {t: p.predict(t).p_long for t in prompts}
+
+
+@pytest.fixture(scope="module")
+def three_worker_proxy(redis_server):
+    """Emulator (1 slot) behind a LiteLLM proxy with --num_workers 3 and the plugin in
+    Redis mode (τ off: pure predicted SJF order)."""
+    from sjf_core.emulator import EmulatorThread
+    from sjf_core.proxy_runner import LiteLLMProxy, proxy_config
+
+    trace = [{"prompt": p, "answer_tokens": 8} for p in BURST] + [{"prompt": HOLD, "answer_tokens": 4, "fault": "hold"}]
+    emu = EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="stop", trace_records=trace)
+    prefix = f"sjf-test-{uuid.uuid4().hex[:6]}"
+    proxy = LiteLLMProxy(proxy_config({"emu": [emu.base_url]}, plugin=True), num_workers=3, startup_timeout_s=400,
+                         env={"SJF_REDIS_URL": redis_server.url, "SJF_REDIS_PREFIX": prefix, "SJF_TAU": "off",
+                              "SJF_REDIS_LEASE_TTL_S": "5"})
+    try:
+        proxy.start()
+        yield proxy, emu, prefix
+    finally:
+        proxy.stop()
+        emu.stop()
+
+
+async def test_three_proxy_workers_share_one_queue(three_worker_proxy, redis_url):
+    import httpx
+
+    from sjf_core.emulator import short_hash
+
+    proxy, emu, prefix = three_worker_proxy
+    keys = predicted_keys(BURST)
+    ordered = sorted(BURST, key=keys.get)
+    assert min(b - a for a, b in zip(map(keys.get, ordered), map(keys.get, ordered[1:]))) > 1e-4
+    q = RedisAdmissionQueue(redis_url, slots=1, name=emu.base_url.rstrip("/"), prefix=prefix)
+    emu.reset()
+    limits = httpx.Limits(max_connections=50, max_keepalive_connections=0)  # one connection per request
+    async with httpx.AsyncClient(base_url=proxy.openai_base_url, timeout=300, limits=limits,
+                                 headers={"Authorization": f"Bearer {proxy.master_key}"}) as client:
+
+        async def chat(prompt):
+            r = await client.post("/chat/completions", json={"model": "emu", "messages": [{"role": "user", "content": prompt}]})
+            return r.status_code, r.json()["usage"]["completion_tokens"] if r.status_code == 200 else r.text[:200]
+
+        holder = asyncio.create_task(chat(HOLD))
+        end = time.monotonic() + 120
+        while emu.stats()["generating"] < 1 and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        tasks = []
+        for p in reversed(ordered):  # descending predicted key: FCFS would serve them in this order
+            tasks.append(asyncio.create_task(chat(p)))
+            await asyncio.sleep(0.05)
+        snap = await q.snapshot()
+        while snap["waiting"] < len(BURST) and time.monotonic() < end:
+            await asyncio.sleep(0.1)
+            snap = await q.snapshot()
+        assert snap["waiting"] == len(BURST) and snap["in_flight"] == 1, snap
+        owners = snap["waiting_by_owner"]
+        holder_owner = snap["holders"][0]["owner"]
+        print(f"\nwaiting per worker process: {owners}; holder: {holder_owner}")
+        assert len(set(owners) | {holder_owner}) >= 2  # the queue really spans several processes
+        emu.release_holds()
+        results = await asyncio.wait_for(asyncio.gather(holder, *tasks), 240)
+    assert results == [(200, 4)] + [(200, 8)] * len(BURST)
+    st = emu.stats()
+    assert st["max_in_flight"] == 1  # three workers, one serial backend, never two at once
+    served = [o["hash"] for o in st["order"]]
+    assert served == [short_hash(HOLD)] + [short_hash(p) for p in ordered], "one global SJF order across workers"
+    end = time.monotonic() + 30  # the last release may follow its response by a moment
+    snap = await q.snapshot()
+    while snap["in_flight"] and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+        snap = await q.snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0 and snap["released"] == len(BURST) + 1
+    await q.aclose()
