@@ -146,8 +146,10 @@ def test_regressor_model(tmp_path):
     mu = model.predict(extract_v1_many(texts))
     np.testing.assert_allclose(scores, np.expm1(mu + 0.5 * 0.25), rtol=1e-4)
     assert scores[1] > scores[0] and probs[1, 2] > probs[0, 2]
-    pred = p.predict(texts[1])
-    assert pred.expected_tokens == pytest.approx(scores[1], rel=1e-4)
+    for i, t in enumerate(texts):  # the scalar path of predict() gives the batch numbers
+        pred = p.predict(t)
+        assert pred.expected_tokens == pytest.approx(scores[i], rel=1e-4)
+        np.testing.assert_allclose([pred.p_short, pred.p_medium, pred.p_long], probs[i], atol=1e-6)
 
 
 def test_predict_rejects_non_text():

@@ -143,6 +143,14 @@ def test_sjf_train_regressor_v2_writes_model_card_and_booster(trained):
     assert p.info.layout == "v2" and p.info.kind == "regressor" and p.info.log_sigma > 0
     s = p.score_many(["What is tea? (9999)", "Write a 2000-word essay about tea, in detail. (9999)"])
     assert s[1] > 3 * s[0]
+    # the ONNX export computes what the saved XGBoost booster computes
+    import xgboost as xgb
+
+    texts = [r["prompt"] for r in _corpus(50, 11)]
+    x = p.features_many(texts)
+    mu_xgb = xgb.Booster(model_file=str(trained / "syn_v2.xgb.ubj")).predict(xgb.DMatrix(x))
+    mu_onnx = np.log1p(p.score_many(texts)) - 0.5 * p.info.log_sigma ** 2
+    np.testing.assert_allclose(mu_onnx, mu_xgb, atol=1e-4)
 
 
 def test_sjf_train_paper_classifier_v1(corpus, tmp_path):
@@ -239,9 +247,12 @@ def test_domain_retraining_continues_from_base(corpus, trained, tmp_path):
     assert p.info.kind == "regressor" and p.info.layout == "v2"
     import xgboost as xgb
 
-    base_rounds = xgb.Booster(model_file=str(trained / "syn_v2.xgb.ubj")).num_boosted_rounds()
-    dom_rounds = xgb.Booster(model_file=str(tmp_path / "dom.xgb.ubj")).num_boosted_rounds()
-    assert dom_rounds == base_rounds + 20  # the base trees are kept and 20 are added
+    base = xgb.Booster(model_file=str(trained / "syn_v2.xgb.ubj"))
+    dom = xgb.Booster(model_file=str(tmp_path / "dom.xgb.ubj"))
+    n_base = base.num_boosted_rounds()
+    assert n_base < dom.num_boosted_rounds() <= n_base + 20  # trees were added (early stopping may cut some)
+    x = xgb.DMatrix(p.features_many([r["prompt"] for r in _corpus(30, 5)]))
+    np.testing.assert_allclose(dom[:n_base].predict(x), base.predict(x), atol=1e-6)  # base trees kept as they were
     # a published ONNX-only model has no booster to continue from: clear error
     model_a = Path(__file__).resolve().parents[1] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
     assert _train(["--base", str(model_a), "--data", str(domain), "--name", "x", "--out-dir", str(tmp_path),

@@ -25,7 +25,7 @@ that Model A sees the inputs it was trained on.
 Bounded cost: ``prompt_token_len`` uses the full length; every other feature is
 computed on a window of the text (the first :data:`HEAD_CHARS` and last
 :data:`TAIL_CHARS` characters), so a 1 MB pasted document costs no more than a
-~10 kB prompt. Below ``HEAD_CHARS + TAIL_CHARS`` characters the whole text is used.
+~4 kB prompt. Below ``HEAD_CHARS + TAIL_CHARS`` characters the whole text is used.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import re
 
 import numpy as np
 
-__all__ = ["FEATURE_NAMES", "VERBS", "HEAD_CHARS", "TAIL_CHARS", "extract_v1", "extract_v1_many", "window"]
+__all__ = ["FEATURE_NAMES", "VERBS", "HEAD_CHARS", "TAIL_CHARS", "Scan", "extract_v1", "extract_v1_many", "fill_v1", "window"]
 
 VERBS = ("what", "write", "explain", "summarize", "how", "list", "implement", "compare",
          "describe", "generate", "why", "define", "other")
@@ -48,49 +48,59 @@ FEATURE_NAMES: tuple[str, ...] = (
 N_FEATURES = len(FEATURE_NAMES)
 
 #: Characters scanned at the start / end of a long prompt (bounded cost).
-HEAD_CHARS = 8192
-TAIL_CHARS = 2048
+HEAD_CHARS = 3072
+TAIL_CHARS = 1024
 
-_CODE_WORDS = (
+_CODE_WORDS = frozenset((
     "code function def class script program implement algorithm debug refactor import variable "
     "loop recursion api sql regex react angular vue nextjs typescript javascript html css node "
     "express django flask component endpoint middleware query"
-).split()
+).encode().split())
 
 # Verb words in priority order (first present wins) and the one-hot column each maps to.
 _VERB_PRIORITY = (
-    ("summarize", ("summarize", "summarizing")),
-    ("explain", ("explain",)),
-    ("compare", ("compare", "comparing")),
-    ("translate", ("translate", "translating")),
-    ("generate", ("generate", "generating")),
-    ("implement", ("implement",)),
-    ("debug", ("debug",)),
-    ("refactor", ("refactor",)),
-    ("list", ("list",)),
-    ("write", ("write",)),
-    ("describe", ("describe", "describing")),
-    ("define", ("define", "defining")),
-    ("what", ("what",)),
-    ("how", ("how",)),
-    ("why", ("why",)),
+    ("summarize", (b"summarize", b"summarizing")),
+    ("explain", (b"explain",)),
+    ("compare", (b"compare", b"comparing")),
+    ("translate", (b"translate", b"translating")),
+    ("generate", (b"generate", b"generating")),
+    ("implement", (b"implement",)),
+    ("debug", (b"debug",)),
+    ("refactor", (b"refactor",)),
+    ("list", (b"list",)),
+    ("write", (b"write",)),
+    ("describe", (b"describe", b"describing")),
+    ("define", (b"define", b"defining")),
+    ("what", (b"what",)),
+    ("how", (b"how",)),
+    ("why", (b"why",)),
 )
 _VERB_COL = {v: 6 + i for i, v in enumerate(VERBS)}
 _OTHER_COL = _VERB_COL["other"]
+_VERB_FORMS = frozenset(f for _, forms in _VERB_PRIORITY for f in forms)
 
-# One regex finds every word that matters for the code flag and the verb, in one pass.
-_WORD_FEATURE = {w: ("code", None) for w in _CODE_WORDS}
-for _rank, (_verb, _forms) in enumerate(_VERB_PRIORITY):
-    for _f in _forms:
-        _WORD_FEATURE[_f] = ("verb", _rank) if _f not in _WORD_FEATURE else ("both", _rank)
-_WORDS_RE = re.compile(r"\b(" + "|".join(sorted(map(re.escape, _WORD_FEATURE), key=len, reverse=True)) + r")\b")
+# Length constraints (paper §3.2): "in N words", "in N sentences", "no more than N",
+# "under N words", briefly, concisely, shortly, "one liner", "tl;dr". Word checks first; the
+# numeric regex runs only when the window has a digit and one of its words.
+_CONSTRAINT_PLAIN = frozenset((b"briefly", b"concisely", b"shortly", b"tldr"))
+_CONSTRAINT_NUM_WORDS = frozenset((b"word", b"words", b"sentence", b"sentences", b"than"))
+_CONSTRAINT_NUM_RE = re.compile(rb"\bin\s+\d+\s+(?:words?|sentences?)\b|\bno\s+more\s+than\s+\d+|\bunder\s+\d+\s+words?\b")
+_ONE_LINER_RE = re.compile(rb"\bone[\s-]liner\b")
+_NON_DIGITS = bytes(c for c in range(256) if not 0x30 <= c <= 0x39)
+_FORMAT_SUBSTRINGS = (b"list", b"table", b"bullet", b"step by step", b"enumerate", b"outline", b"numbered",
+                      b"format", b"structure")
 
-_CONSTRAINT_RE = re.compile(
-    r"\bin\s+\d+\s+(?:words?|sentences?)\b|\bno\s+more\s+than\s+\d+|\bunder\s+\d+\s+words?\b"
-    r"|\bbriefly\b|\bconcisely\b|\bshortly\b|\bone[\s-]liner\b|\btl;?dr\b"
-)
-_FORMAT_SUBSTRINGS = ("list", "table", "bullet", "step by step", "enumerate", "outline", "numbered",
-                      "format", "structure")
+# Tokenisation: ASCII letters are lower-cased, letters, digits, "_" and every non-ASCII byte
+# (UTF-8 letters of other scripts) are word bytes; everything else separates words.
+_WORD_BYTES = set(b"abcdefghijklmnopqrstuvwxyz0123456789_") | set(range(0x80, 0x100))
+_SEP_TABLE = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))
+#: Non-ASCII punctuation that separates words like ASCII punctuation does (checked only
+#: when the window is not pure ASCII).
+_UNICODE_SEPS: dict[bytes, tuple[bytes, ...]] = {}
+for _c in ("\u2019\u2018\u201c\u201d\u2014\u2013\u2026\u00ab\u00bb\u00a0\u3001\u3002\uff0c\uff1a\uff1b\uff1f"
+           "\uff01\uff08\uff09\u300c\u300d\u2022\u00b7"):
+    _e = _c.encode()
+    _UNICODE_SEPS[_e[:1]] = _UNICODE_SEPS.get(_e[:1], ()) + (_e,)
 
 
 def window(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
@@ -101,27 +111,66 @@ def window(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
     return text[:head] + "\n" + text[-tail:]
 
 
-def _fill_v1(text: str, out: np.ndarray) -> None:
-    out[0] = len(text) // 4
-    w = window(text)
-    low = w.lower()
-    code = 0.0
-    best = len(_VERB_PRIORITY)
-    for m in _WORDS_RE.finditer(low):
-        kind, rank = _WORD_FEATURE[m.group(1)]
-        if kind != "verb":
-            code = 1.0
-        if rank is not None and rank < best:
-            best = rank
-            if best == 0 and code:
+class Scan:
+    """One pass over the scanned window of a prompt, shared by the v1 and v2 extractors.
+
+    Attributes:
+        n_chars: characters of the whole text.
+        w: the window (str); low: its UTF-8 bytes with ASCII lower-cased;
+        toks: word tokens of ``low`` (bytes); words: their set.
+    """
+
+    __slots__ = ("n_chars", "w", "low", "toks", "words")
+
+    def __init__(self, text: str):
+        self.n_chars = len(text)
+        self.w = window(text)
+        self.low = self.w.encode("utf-8", "surrogatepass").lower()
+        low = self.low
+        if not low.isascii():
+            for lead, seps in _UNICODE_SEPS.items():
+                if lead in low:
+                    for sep in seps:
+                        if sep in low:
+                            low = low.replace(sep, b" ")
+        self.toks = low.translate(_SEP_TABLE).split()
+        self.words = set(self.toks)
+
+
+def _has_length_constraint(low: bytes, words: set) -> bool:
+    if not words.isdisjoint(_CONSTRAINT_PLAIN) or b"tl;dr" in low:
+        return True
+    if b"liner" in words and _ONE_LINER_RE.search(low):
+        return True
+    if not words.isdisjoint(_CONSTRAINT_NUM_WORDS) and low.translate(None, _NON_DIGITS):
+        return _CONSTRAINT_NUM_RE.search(low) is not None
+    return False
+
+
+def fill_v1(scan: Scan, out: np.ndarray) -> None:
+    """Write the 19 v1 features of ``scan`` into ``out[:19]`` (zeros expected)."""
+    low, words = scan.low, scan.words
+    out[0] = scan.n_chars // 4
+    out[1] = 0.0 if words.isdisjoint(_CODE_WORDS) else 1.0
+    out[2] = 1.0 if _has_length_constraint(low, words) else 0.0
+    end = low[-64:].rstrip() or low.rstrip()
+    out[3] = 1.0 if end.endswith(b"?") else 0.0
+    for s in _FORMAT_SUBSTRINGS:
+        if s in low:
+            out[4] = 1.0
+            break
+    out[5] = low.count(b",") + low.count(b";") + low.count(b" and ") + low.count(b" but ") + low.count(b" because ")
+    col = _OTHER_COL
+    if not words.isdisjoint(_VERB_FORMS):
+        for verb, forms in _VERB_PRIORITY:
+            if forms[0] in words or (len(forms) > 1 and forms[1] in words):
+                col = _VERB_COL.get(verb, _OTHER_COL)
                 break
-    out[1] = code
-    out[2] = 1.0 if _CONSTRAINT_RE.search(low) else 0.0
-    out[3] = 1.0 if text.rstrip().endswith("?") else 0.0
-    out[4] = 1.0 if any(s in low for s in _FORMAT_SUBSTRINGS) else 0.0
-    out[5] = w.count(",") + w.count(";") + low.count(" and ") + low.count(" but ") + low.count(" because ")
-    verb = _VERB_PRIORITY[best][0] if best < len(_VERB_PRIORITY) else "other"
-    out[_VERB_COL.get(verb, _OTHER_COL)] = 1.0
+    out[col] = 1.0
+
+
+def _fill_v1(text: str, out: np.ndarray) -> None:
+    fill_v1(Scan(text), out)
 
 
 def extract_v1(text: str) -> np.ndarray:

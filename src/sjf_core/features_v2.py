@@ -25,12 +25,11 @@ Bounded cost: every group except the lengths reads only :func:`sjf_core.features
 from __future__ import annotations
 
 import math
-import re
 import zlib
 
 import numpy as np
 
-from .features import FEATURE_NAMES, _fill_v1, window
+from .features import FEATURE_NAMES, Scan, fill_v1
 
 __all__ = ["FEATURE_NAMES_V2", "GROUPS_V2", "NGRAM_BUCKETS", "extract_v2", "extract_v2_many"]
 
@@ -40,7 +39,7 @@ NGRAM_TAIL_WORDS = 32
 
 _DENSE_GROUPS: list[tuple[str, tuple[str, ...]]] = [
     ("length", ("log_chars", "window_words", "window_lines")),
-    ("structure", ("first_par_chars", "last_par_chars", "paragraphs", "code_share", "code_fences", "quoted_blocks")),
+    ("structure", ("first_par_chars", "last_par_chars", "paragraphs", "code_share", "code_fences", "delimiters")),
     ("targets", ("target_tokens", "target_count", "has_target")),
     ("questions", ("question_marks", "question_lines", "wh_opener", "yesno_opener")),
     ("script", ("non_ascii_share", "cjk_share", "cyrillic_share")),
@@ -74,146 +73,170 @@ _IDX = {n: i for i, n in enumerate(FEATURE_NAMES_V2)}
 
 # ---- numeric length targets ------------------------------------------------------------
 # unit -> answer tokens per unit (rough English figures: 1 word ≈ 1.3 tokens)
-_UNIT_TOKENS = {
+_UNIT_TOKENS_STR = {
     "word": 1.3, "words": 1.3, "sentence": 25.0, "sentences": 25.0, "line": 12.0, "lines": 12.0,
     "paragraph": 110.0, "paragraphs": 110.0, "page": 600.0, "pages": 600.0, "chapter": 1500.0, "chapters": 1500.0,
     "item": 25.0, "items": 25.0, "point": 25.0, "points": 25.0, "bullet": 20.0, "bullets": 20.0,
     "example": 60.0, "examples": 60.0, "idea": 40.0, "ideas": 40.0, "tip": 40.0, "tips": 40.0,
     "step": 40.0, "steps": 40.0, "question": 30.0, "questions": 30.0, "reason": 40.0, "reasons": 40.0,
     "name": 5.0, "names": 5.0, "title": 12.0, "titles": 12.0, "slide": 80.0, "slides": 80.0,
-    "scene": 300.0, "scenes": 300.0, "day": 120.0, "days": 120.0, "week": 200.0, "weeks": 200.0,
-    "tweet": 50.0, "tweets": 50.0, "post": 200.0, "posts": 200.0, "verse": 60.0, "verses": 60.0,
-    "stanza": 50.0, "stanzas": 50.0, "character": 0.3, "characters": 0.3, "option": 20.0, "options": 20.0,
-    "way": 40.0, "ways": 40.0, "fact": 30.0, "facts": 30.0, "word-": 1.3,
+    "scene": 300.0, "scenes": 300.0, "day": 120.0, "days": 120.0, "tweet": 50.0, "tweets": 50.0,
+    "post": 200.0, "posts": 200.0, "verse": 60.0, "verses": 60.0, "stanza": 50.0, "stanzas": 50.0,
+    "option": 20.0, "options": 20.0, "way": 40.0, "ways": 40.0, "fact": 30.0, "facts": 30.0,
+    "characters": 0.3, "tokens": 1.0, "minutes": 150.0, "minute": 150.0,
 }
-_NUM_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-              "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50,
-              "hundred": 100, "a hundred": 100, "a few": 3, "several": 5}
-_TARGET_RE = re.compile(
-    r"\b(\d{1,3}(?:,\d{3})+|\d{1,6}|" + "|".join(sorted(_NUM_WORDS, key=len, reverse=True)) + r")"
-    r"(?:\s*(?:-|to)\s*\d{1,6})?[\s-]{0,2}(?:[a-z]+[\s-]){0,2}?"
-    r"(" + "|".join(sorted((u for u in _UNIT_TOKENS if not u.endswith("-")), key=len, reverse=True)) + r")\b"
-)
-_LIST_N_RE = re.compile(r"\b(?:list|give|name|suggest|provide|generate|write|create)\s+(?:me\s+)?(\d{1,4})\b")
+_UNIT_TOKENS = {k.encode(): v for k, v in _UNIT_TOKENS_STR.items()}
+_NOT_COUNTS = frozenset((b"word", b"words", b"characters", b"tokens", b"minutes", b"minute"))
+_NUM_WORDS = {k.encode(): v for k, v in {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50, "hundred": 100,
+    "thousand": 1000, "few": 3, "several": 5, "dozen": 12}.items()}
+_LIST_VERBS = frozenset(b"list give name suggest provide generate write create make brainstorm".split())
+_TARGET_SCAN_HEAD = 160
+_TARGET_SCAN_TAIL = 64
+
+
+def _number(sel: list, j: int) -> int:
+    t = sel[j]
+    if t.isdigit():
+        if len(t) > 6:
+            return 0
+        n = int(t)
+        if len(t) == 3 and j > 0 and sel[j - 1].isdigit() and len(sel[j - 1]) <= 3:  # "2,000" -> 2 000
+            n += 1000 * int(sel[j - 1])
+        return n
+    return _NUM_WORDS.get(t, 0)
+
+
+def _targets(toks: list, words: set) -> tuple[float, float]:
+    """(largest answer-token estimate, largest count) of explicit numeric length targets."""
+    if words.isdisjoint(_UNIT_TOKENS) and words.isdisjoint(_LIST_VERBS):
+        return 0.0, 0.0
+    if len(toks) > _TARGET_SCAN_HEAD + _TARGET_SCAN_TAIL:
+        sel = toks[:_TARGET_SCAN_HEAD] + [b"|"] + toks[-_TARGET_SCAN_TAIL:]
+    else:
+        sel = toks
+    best_tokens = best_count = 0.0
+    n_sel = len(sel)
+    for i, t in enumerate(sel):
+        per = _UNIT_TOKENS.get(t)
+        if per is not None:
+            for j in (i - 1, i - 2, i - 3):
+                if j < 0:
+                    break
+                n = _number(sel, j)
+                if n:
+                    if n * per > best_tokens:
+                        best_tokens = n * per
+                    if t not in _NOT_COUNTS and n > best_count:
+                        best_count = float(n)
+                    break
+        elif t in _LIST_VERBS:
+            for j in (i + 1, i + 2):
+                if j < n_sel and sel[j].isdigit() and len(sel[j]) <= 4:
+                    best_count = max(best_count, float(sel[j]))
+                    break
+    return best_tokens, best_count
+
 
 # ---- lexical cue sets (whole words in the scanned window) -------------------------------
-_LONG_TASK = frozenset(
+def _bset(words: str) -> frozenset:
+    return frozenset(words.encode().split())
+
+
+_LONG_TASK = _bset(
     "essay essays story stories article articles blog report tutorial guide chapter chapters novel screenplay script "
     "lyrics proposal curriculum syllabus itinerary outline plan lesson course whitepaper thesis paper documentation "
     "readme narrative biography speech presentation cover resume newsletter ebook book detailed comprehensive "
-    "elaborate thorough extensive depth complete entire full long longer lengthy".split())
-_SHORT_CUE = frozenset(
-    "yes no one-word briefly brief short shortly concise concisely succinct tl;dr tldr only just single true false "
-    "rate score classify choose pick select which correct answer number".split())
-_TRANSFORM = frozenset(
+    "elaborate thorough extensive depth complete entire full long longer lengthy")
+_SHORT_CUE = _bset(
+    "yes no briefly brief short shortly concise concisely succinct tldr only just single true false "
+    "rate score classify choose pick select which correct answer number")
+_TRANSFORM = _bset(
     "rewrite rephrase paraphrase proofread translate translation correct grammar improve polish edit revise "
-    "reword shorten simplify convert format reformat fix".split())
-_CONTINUE = frozenset("continue roleplay role-play pretend act game simulate simulation dialogue conversation".split())
-_CODE_TASK = frozenset(
+    "reword shorten simplify convert format reformat fix")
+_CONTINUE = _bset("continue roleplay role pretend act game simulate simulation dialogue conversation")
+_CODE_TASK = _bset(
     "code function class script program implement implementation app application website api backend frontend "
-    "python javascript typescript java c++ rust golang sql html css react django flask node component module "
-    "algorithm bug debug error exception compile refactor unit tests".split())
-_CREATIVE = frozenset("poem poems song sonnet haiku rap joke jokes limerick slogan tagline story stories tale fiction".split())
-_WH = frozenset("what who when where which why how whom whose".split())
-_YESNO = frozenset("is are was were do does did can could should would will has have am".split())
+    "python javascript typescript java rust golang sql html css react django flask node component module "
+    "algorithm bug debug error exception compile refactor unit tests")
+_CREATIVE = _bset("poem poems song sonnet haiku rap joke jokes limerick slogan tagline story stories tale fiction")
+_WH = _bset("what who when where which why how whom whose")
+_YESNO = _bset("is are was were do does did can could should would will has have am")
+# UTF-8 lead bytes: CJK / kana / Hangul (U+3000–U+DFFF: 0xE3–0xED), Cyrillic (U+0400–U+04FF: 0xD0–0xD3)
+_KEEP_CJK = bytes(c for c in range(256) if not 0xE3 <= c <= 0xED)
+_KEEP_CYR = bytes(c for c in range(256) if not 0xD0 <= c <= 0xD3)
 
-_WORD_RE = re.compile(r"[a-z0-9][a-z0-9+#'\-]*")
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_CYR_RE = re.compile(r"[\u0400-\u04ff]")
-_QUOTED_RE = re.compile(r'"""|\'\'\'|<[a-z_]+>|\[[A-Z ]+\]|^>', re.M)
+
+_MIX1 = np.uint64(0x9E3779B1)
+_MIX2 = np.uint64(0x85EBCA6B)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_NB = np.uint64(NGRAM_BUCKETS)
 
 
 def _log1p(x: float) -> float:
     return math.log1p(x) if x > 0 else 0.0
 
 
-def _targets(low: str) -> tuple[float, float]:
-    """(largest answer-token estimate, largest count) from numeric length targets, or zeros."""
-    best_tokens = 0.0
-    best_count = 0.0
-    for m in _TARGET_RE.finditer(low):
-        raw, unit = m.group(1), m.group(2)
-        n = _NUM_WORDS.get(raw)
-        if n is None:
-            try:
-                n = int(raw.replace(",", ""))
-            except ValueError:
-                continue
-        if n <= 0 or n > 200_000:
-            continue
-        est = n * _UNIT_TOKENS.get(unit, 0.0)
-        if est > best_tokens:
-            best_tokens = est
-        if unit not in ("word", "words", "character", "characters") and n > best_count:
-            best_count = float(n)
-    for m in _LIST_N_RE.finditer(low):
-        n = float(m.group(1))
-        if n > best_count:
-            best_count = n
-    return best_tokens, best_count
-
-
-def _fill_v2(text: str, out: np.ndarray) -> None:
-    _fill_v1(text, out[:19])
-    w = window(text)
-    low = w.lower()
-    n = len(text)
-    nw = len(w) or 1
-    words = _WORD_RE.findall(low)
-    wordset = set(words)
+def fill_v2(scan: Scan, out: np.ndarray) -> None:
+    """Write the v2 features of ``scan`` into ``out`` (zeros expected)."""
+    fill_v1(scan, out)
+    low, toks, words = scan.low, scan.toks, scan.words
+    nb = len(low) or 1
     # length
-    out[19] = _log1p(n)
-    out[20] = len(words)
-    out[21] = w.count("\n") + 1
-    # structure
-    stripped = w.strip()
-    first = stripped.find("\n\n")
-    last = stripped.rfind("\n\n")
-    out[22] = _log1p(first if first >= 0 else len(stripped))
-    out[23] = _log1p(len(stripped) - last - 2 if last >= 0 else len(stripped))
-    out[24] = stripped.count("\n\n")
-    fences = w.count("```")
+    out[19] = _log1p(scan.n_chars)
+    out[20] = len(toks)
+    out[21] = low.count(b"\n") + 1
+    # structure: instruction vs pasted material
+    body = low.strip()
+    first = body.find(b"\n\n")
+    last = body.rfind(b"\n\n")
+    out[22] = _log1p(first if first >= 0 else len(body))
+    out[23] = _log1p(len(body) - last - 2 if last >= 0 else len(body))
+    out[24] = body.count(b"\n\n")
+    fences = low.count(b"```")
     out[26] = fences
     if fences >= 2:
-        inside = 0
-        parts = w.split("```")
-        for i in range(1, len(parts), 2):
-            inside += len(parts[i])
-        out[25] = inside / nw
-    out[27] = len(_QUOTED_RE.findall(w[:4096]))
+        parts = low.split(b"```")
+        out[25] = sum(len(parts[i]) for i in range(1, len(parts), 2)) / nb
+    out[27] = low.count(b'"""') + low.count(b"\n>") + low.count(b":\n")
     # numeric targets
-    tok, cnt = _targets(low[:4096] + " " + low[-1024:] if len(low) > 5120 else low)
+    tok, cnt = _targets(toks, words)
     out[28] = _log1p(tok)
     out[29] = cnt
     out[30] = 1.0 if tok > 0 or cnt > 0 else 0.0
     # questions
-    out[31] = w.count("?")
-    out[32] = sum(1 for line in w.splitlines() if line.rstrip().endswith("?"))
-    first_word = words[0] if words else ""
-    out[33] = 1.0 if first_word in _WH else 0.0
-    out[34] = 1.0 if first_word in _YESNO else 0.0
+    out[31] = low.count(b"?")
+    out[32] = low.count(b"?\n") + (1 if low.rstrip().endswith(b"?") else 0)
+    if toks:
+        out[33] = 1.0 if toks[0] in _WH else 0.0
+        out[34] = 1.0 if toks[0] in _YESNO else 0.0
     # script
-    enc = len(w.encode("utf-8", "surrogatepass"))
-    out[35] = (enc - len(w)) / nw
-    out[36] = len(_CJK_RE.findall(w)) / nw
-    out[37] = len(_CYR_RE.findall(w)) / nw
+    n_chars_w = len(scan.w) or 1
+    out[35] = (len(low) - len(scan.w)) / n_chars_w
+    if out[35] > 0:
+        out[36] = len(low.translate(None, _KEEP_CJK)) / n_chars_w
+        out[37] = len(low.translate(None, _KEEP_CYR)) / n_chars_w
     # tasks
-    out[38] = len(wordset & _LONG_TASK)
-    out[39] = len(wordset & _SHORT_CUE) + (2.0 if "yes or no" in low or "one word" in low else 0.0)
-    out[40] = len(wordset & _TRANSFORM)
-    out[41] = len(wordset & _CONTINUE)
-    out[42] = len(wordset & _CODE_TASK)
-    out[43] = len(wordset & _CREATIVE)
-    # hashed n-grams of the instruction-bearing head and tail
-    if len(words) > NGRAM_HEAD_WORDS + NGRAM_TAIL_WORDS:
-        sel = words[:NGRAM_HEAD_WORDS] + ["|"] + words[-NGRAM_TAIL_WORDS:]
+    out[38] = len(words & _LONG_TASK)
+    out[39] = len(words & _SHORT_CUE) + (2.0 if b"yes or no" in low or b"one word" in low else 0.0)
+    out[40] = len(words & _TRANSFORM)
+    out[41] = len(words & _CONTINUE)
+    out[42] = len(words & _CODE_TASK)
+    out[43] = len(words & _CREATIVE)
+    # hashed word unigrams + bigrams of the head and tail
+    if not toks:
+        return
+    if len(toks) > NGRAM_HEAD_WORDS + NGRAM_TAIL_WORDS:
+        sel = toks[:NGRAM_HEAD_WORDS] + toks[-NGRAM_TAIL_WORDS:]
     else:
-        sel = words
-    prev = "^"
-    for tok_ in sel:
-        out[_NGRAM0 + zlib.crc32(tok_.encode()) % NGRAM_BUCKETS] = 1.0
-        out[_NGRAM0 + zlib.crc32((prev + " " + tok_).encode()) % NGRAM_BUCKETS] = 1.0
-        prev = tok_
+        sel = toks
+    h = np.fromiter(map(zlib.crc32, sel), dtype=np.uint64, count=len(sel))
+    out[_NGRAM0 + (h % NGRAM_BUCKETS).astype(np.intp)] = 1.0
+    if len(h) > 1:  # bigram: a multiplicative mix of the two word hashes, top bits
+        x = (h[:-1] * _MIX1 + h[1:]) & _MASK32
+        x = ((x * _MIX2) & _MASK32) >> np.uint64(12)
+        out[_NGRAM0 + (x % _NB).astype(np.intp)] = 1.0
 
 
 def extract_v2(text: str) -> np.ndarray:
@@ -225,7 +248,7 @@ def extract_v2(text: str) -> np.ndarray:
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
     out = np.zeros(N_FEATURES_V2, dtype=np.float32)
-    _fill_v2(text, out)
+    fill_v2(Scan(text), out)
     return out
 
 
@@ -236,5 +259,5 @@ def extract_v2_many(texts) -> np.ndarray:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-        _fill_v2(t, out[i])
+        fill_v2(Scan(t), out[i])
     return out

@@ -58,6 +58,7 @@ META_SIGMA = "sjf.log_sigma"
 DEFAULT_MODEL_FILE = "default.onnx"
 
 _TYPICAL = np.asarray(TYPICAL_TOKENS, dtype=np.float64)
+_SQRT2 = math.sqrt(2.0)
 
 
 class PredictorError(Exception):
@@ -157,11 +158,15 @@ class Predictor:
             self._output = pick
         else:
             self._output = outs[0].name
+        self._outputs = [self._output]
+        self._log_lo = math.log1p(info.bounds[0])
+        self._log_hi = math.log1p(info.bounds[1])
+        self._half_s2 = 0.5 * info.log_sigma ** 2
 
     # ---- raw model outputs -----------------------------------------------------------
     def _run(self, x: np.ndarray) -> np.ndarray:
         """Run the model on features ``x`` [N, F] float32; classifier -> [N, 3], regressor -> [N]."""
-        y = self._session.run([self._output], {self._input: x})[0]
+        y = self._session.run(self._outputs, {self._input: x})[0]
         if self.info.kind == "regressor":
             return np.asarray(y, dtype=np.float64).reshape(len(x))
         if isinstance(y, list):  # ZipMap: a list of {class: prob} dicts
@@ -214,8 +219,16 @@ class Predictor:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         x = self.layout.extract(text).reshape(1, -1)
-        probs, expected = self.predict_features(x)
-        return Prediction.from_probs(probs[0], max(0.0, float(expected[0])))
+        if self.info.kind == "regressor":  # scalar fast path (same numbers as predict_features)
+            y = self._session.run(self._outputs, {self._input: x})[0]
+            mu = float(y.flat[0])
+            s = self.info.log_sigma
+            p_ge_lo = 0.5 * math.erfc((self._log_lo - mu) / s / _SQRT2)
+            p_ge_hi = 0.5 * math.erfc((self._log_hi - mu) / s / _SQRT2)
+            ps, pm, pl = float(np.float32(1.0 - p_ge_lo)), float(np.float32(p_ge_lo - p_ge_hi)), float(np.float32(p_ge_hi))
+            return Prediction.from_probs((ps, pm, pl), max(0.0, math.expm1(mu + self._half_s2)))
+        probs = self._run(x)[0]
+        return Prediction.from_probs(probs, float(probs.astype(np.float64) @ _TYPICAL))
 
     def predict_many(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities of many prompts: float32 [N, 3] = [P(Short), P(Medium), P(Long)]."""

@@ -29,7 +29,7 @@ from .layouts import get_layout
 from .predictor import META_BOUNDS, META_KIND, META_LAYOUT, META_SIGMA
 from .train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset
 
-__all__ = ["PRESETS", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
+__all__ = ["PRESETS", "DOMAIN_PARAMS", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
 
 #: XGBoost hyper-parameter presets. ``paper`` is the paper's §4.3 replication preset.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -38,6 +38,13 @@ PRESETS: dict[str, dict[str, Any]] = {
              "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2.0, "reg_lambda": 2.0,
              "early_stopping_rounds": 60},
 }
+
+
+#: Continued boosting for domain retraining (``sjf train --base``, paper §5.1): a few more,
+#: smaller steps on the user's logs, early-stopped on their validation part.
+DOMAIN_PARAMS: dict[str, Any] = {"n_estimators": 150, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.9,
+                                 "min_child_weight": 2.0, "reg_lambda": 5.0, "early_stopping_rounds": 30,
+                                 "random_state": 42}
 
 
 @dataclass
@@ -245,8 +252,11 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
     onnx_path = out_dir / f"{cfg.name}.onnx"
     export_onnx(model, cfg.kind, cfg.layout, lay.n_features, onnx_path, sigma,
                 {"sjf.name": cfg.name, "sjf.target": "log1p_tokens" if cfg.kind == "regressor" else "class"})
-    model.get_booster().save_model(str(out_dir / f"{cfg.name}.xgb.ubj"))
     best_it = getattr(model, "best_iteration", None)
+    booster = model.get_booster()
+    if best_it is not None and cfg.kind == "regressor" and best_it + 1 < booster.num_boosted_rounds():
+        booster = booster[: best_it + 1]  # the trees the ONNX export keeps (early stopping)
+    booster.save_model(str(out_dir / f"{cfg.name}.xgb.ubj"))
     card = {
         "name": cfg.name,
         "file": onnx_path.name,

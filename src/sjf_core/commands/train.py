@@ -34,7 +34,8 @@ def add_arguments(p) -> None:
                    help="paper: 3-class classifier, 300 trees, depth 6, lr 0.1, seed 42 (paper §4.3); "
                         "rank: regressor on ln(1 + answer tokens) (default)")
     p.add_argument("--kind", choices=("classifier", "regressor"), default=None, help="override the preset's kind")
-    p.add_argument("--layout", choices=("v1", "v2"), default="v2", help="feature layout (default v2)")
+    p.add_argument("--layout", choices=("v1", "v2"), default=None,
+                   help="feature layout (default v2; with --base, the base model's layout)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override an XGBoost parameter, e.g. --set max_depth=4 (repeatable)")
     p.add_argument("--nthread", type=int, default=2, help="XGBoost threads (default 2)")
@@ -61,6 +62,22 @@ def run(args) -> int:
     params = dict(PRESETS[args.preset])
     kind = args.kind or params.pop("kind")
     params.pop("kind", None)
+    layout = args.layout or "v2"
+    if args.base:  # domain retraining: continue the base model's boosting with its kind and layout
+        from ..predictor import PredictorError, load_predictor
+        from ..train import DOMAIN_PARAMS
+
+        try:
+            info = load_predictor(args.base).info
+        except PredictorError as exc:
+            print(f"sjf train: {exc}", file=sys.stderr)
+            return 1
+        if args.layout and args.layout != info.layout:
+            print(f"sjf train: --layout {args.layout} differs from the base model's layout {info.layout}",
+                  file=sys.stderr)
+            return 2
+        layout, kind = info.layout, info.kind
+        params = dict(DOMAIN_PARAMS)
     for kv in args.set:
         if "=" not in kv:
             print(f"sjf train: --set wants KEY=VALUE, got {kv!r}", file=sys.stderr)
@@ -81,7 +98,7 @@ def run(args) -> int:
         print("sjf train: no usable rows", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
-    cfg = TrainConfig(name=args.name, kind=kind, layout=args.layout, params=params, nthread=args.nthread,
+    cfg = TrainConfig(name=args.name, kind=kind, layout=layout, params=params, nthread=args.nthread,
                       balance=not args.no_balance, base=args.base, source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"))
     evaluate_fn = None
     if not args.no_eval:
