@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -281,6 +282,7 @@ async def run(args) -> dict:
         except subprocess.TimeoutExpired:
             emu.kill()
         emu_log.close()
+        shutil.rmtree(work, ignore_errors=True)
     (out / "soak.json").write_text(json.dumps(result, indent=2))
     return result
 
