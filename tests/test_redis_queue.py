@@ -535,3 +535,19 @@ async def test_scheduler_selects_redis_by_argument_or_env(redis_url, monkeypatch
     monkeypatch.setenv("SJF_REDIS_FAIL_MODE", "sometimes")
     with pytest.raises(ValueError):
         Scheduler(predictor=None)
+
+
+def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
+    from litellm_sjf.settings import load_settings
+
+    f = tmp_path / "sjf.yaml"
+    f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {fail_mode: closed, redis_lease_ttl_s: 4}\n")
+    s = load_settings({"SJF_CONFIG": str(f)})
+    assert s.redis_url == "redis://127.0.0.1:7/0" and s.redis == {"fail_mode": "closed", "redis_lease_ttl_s": 4}
+    s = load_settings({"SJF_CONFIG": str(f), "SJF_REDIS_URL": "redis://h:8/1", "SJF_REDIS_FAIL_MODE": "open"})
+    assert s.redis_url == "redis://h:8/1" and s.redis == {"redis_lease_ttl_s": 4}  # env beats the file
+    f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {lease: 4}\n")
+    with pytest.raises(ValueError, match="unknown Redis options"):
+        load_settings({"SJF_CONFIG": str(f)})
+    with pytest.raises(ValueError, match="cannot run policy 'fair'"):
+        load_settings({"SJF_REDIS_URL": "redis://h:8/1", "SJF_POLICY": "fair"})

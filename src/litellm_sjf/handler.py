@@ -252,7 +252,8 @@ class SJFHandler(CustomLogger):
         return Scheduler(predictor=s.predictor, policy=s.policy, tau=opts.pop("tau"), slots=s.slots,
                          backend_slots=s.backend_slots, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
                          overload=s.overload, backend_overload=s.backend_overload or None,
-                         rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None)
+                         rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None,
+                         redis_url=s.redis_url, redis_options=s.redis or None)
 
     # ---- call records -------------------------------------------------------------------
     def _find(self, data: Any) -> _Call | None:

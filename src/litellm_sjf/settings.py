@@ -34,8 +34,11 @@ env var                    file key                         meaning (default)
 ``SJF_DISABLED``           ``disabled``                     "1": pass every request through untouched
 =========================  ===============================  ==================================================
 
-``SJF_REDIS_URL`` (read by :class:`sjf_core.Scheduler` itself) shares each backend's
-queue across proxy workers and replicas through Redis.
+``SJF_REDIS_URL`` (or the file key ``redis_url``) shares each backend's queue across proxy
+workers and replicas through Redis (:mod:`sjf_core.redis_queue`, ``docs/redis.md``); the
+file key ``redis`` maps store options (``fail_mode``, ``redis_lease_ttl_s``,
+``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``), each overridden by its
+``SJF_REDIS_*`` environment variable (read by :class:`sjf_core.Scheduler`).
 
 Backend keys are the deployments' ``api_base`` URLs exactly as in the LiteLLM config
 (a trailing slash is ignored). A bad setting raises :class:`ValueError` naming it when
@@ -78,6 +81,8 @@ class PluginSettings:
     status_port: int | None = None
     scheduler_factory: str | None = None
     disabled: bool = False
+    redis_url: str | None = None
+    redis: dict = field(default_factory=dict)
 
     def validate(self) -> "PluginSettings":
         """Check values; raises ValueError naming the bad setting."""
@@ -96,6 +101,10 @@ class PluginSettings:
                 raise ValueError(f"SJF {name} must be > 0")
         if self.scheduler_factory is None:
             make_policy(self.policy, **self.policy_options())  # raises ValueError on a bad policy/τ/promotion
+            from sjf_core.redis_queue import redis_config
+
+            # bad Redis options, or a policy the Redis store cannot run, fail at start-up
+            redis_config(self.redis_url, self.redis, make_policy(self.policy, **self.policy_options()))
             from sjf_core.overload import OverloadConfig
             from sjf_core.ratelimit import RateLimit
 
@@ -181,7 +190,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
         data = _read_file(env["SJF_CONFIG"])
     known = {"policy", "tau", "promotion", "k", "slots", "backends", "on_disconnect", "lease_ttl_s", "drain_max_s",
              "orphan_hold_max_s", "predictor", "status_port", "scheduler_factory", "disabled", "overload",
-             "rate_limit"}
+             "rate_limit", "redis_url", "redis"}
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -197,6 +206,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
             setattr(s, key, float(data[key]))
     if "disabled" in data:
         s.disabled = _bool(data["disabled"])
+    if data.get("redis_url"):
+        s.redis_url = str(data["redis_url"])
+    if data.get("redis") is not None:
+        if not isinstance(data["redis"], dict):
+            raise ValueError("SJF_CONFIG: 'redis' must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
+        from sjf_core.redis_queue import ENV_OPTIONS
+
+        # an SJF_REDIS_* variable beats the file (the Scheduler reads it for missing options)
+        overridden = {name for var, (name, _) in ENV_OPTIONS.items() if str(env.get(var) or "").strip()}
+        s.redis = {k: v for k, v in data["redis"].items() if k not in overridden}
     backends = data.get("backends") or {}
     if not isinstance(backends, dict):
         raise ValueError("SJF_CONFIG: 'backends' must map URL -> {slots, on_disconnect}")
@@ -253,6 +272,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
             s.scheduler_factory = get("SJF_SCHEDULER_FACTORY").strip()
         if get("SJF_DISABLED"):
             s.disabled = _bool(get("SJF_DISABLED"))
+        if get("SJF_REDIS_URL"):
+            s.redis_url = get("SJF_REDIS_URL").strip()
     except ValueError as exc:
         raise ValueError(f"bad SJF_* environment setting: {exc}") from None
     if isinstance(s.predictor, str) and s.predictor.lower() in ("none", "off", "fcfs"):
