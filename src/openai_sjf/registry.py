@@ -76,7 +76,7 @@ def scheduler_for(
             if sched is None:
                 sched = Scheduler(
                     predictor="default" if predictor is None else predictor,
-                    policy="sjf" if policy is None else policy,
+                    policy="sjf-tokens" if policy is None else policy,
                     tau="3x" if tau is None else tau,
                 )
                 _by_options[okey] = sched

@@ -36,7 +36,7 @@ class Scheduler:
         predictor: a Predictor, "default" (the shipped model, loaded lazily), a
             path to an ONNX model, or None (no prediction: every request is
             unscored, i.e. FCFS order).
-        policy: policy name ("fcfs", "sjf", "sjf-tokens", ...) or object.
+        policy: policy name ("sjf-tokens" default, "sjf", "fair", "fcfs", ...) or object.
         tau: τ setting, e.g. "3x" (× mean Short service time), 6.0 (seconds), "off".
         slots: default slots per backend (>= 1).
         backend_slots: per-backend slots, keyed by base URL.
@@ -70,7 +70,7 @@ class Scheduler:
     def __init__(
         self,
         predictor: Any = "default",
-        policy: str | Policy = "sjf",
+        policy: str | Policy = "sjf-tokens",
         tau: Any = "3x",
         slots: int = 1,
         backend_slots: Mapping[str, int] | None = None,
