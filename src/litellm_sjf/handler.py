@@ -40,8 +40,8 @@ the backend behind it. Per backend, ``on_disconnect`` chooses:
   and only then is the slot released. A non-streamed answer cannot be drained —
   LiteLLM cancels its upstream call — so the slot is held for the estimated rest of
   the generation (predicted tokens at the backend's measured tokens/s, minus the
-  time already spent; at most ``orphan_hold_max_s``; released at once while no
-  speed has been measured yet).
+  time already spent; at most ``orphan_hold_max_s``; at least ``orphan_grace_s``,
+  the time a backend that does stop needs to notice the disconnect).
 * ``"release"``: release at the disconnect. Right for backends that stop
   generating when the connection closes (Ollama, llama.cpp's server).
 
@@ -463,10 +463,12 @@ class SJFHandler(CustomLogger):
         t = call.ticket
         rate = self._rates.get(call.backend)
         expected = call.prediction.expected_tokens if call.prediction is not None else None
-        hold = 0.0
+        # at least a grace period: even a backend that stops on disconnect notices it a
+        # moment later, and a request sent meanwhile would find it still busy
+        hold = self.settings.orphan_grace_s
         if rate and expected:
             elapsed = time.monotonic() - t.entry.dispatched_at
-            hold = min(self.settings.orphan_hold_max_s, max(0.0, expected / rate - elapsed))
+            hold = max(hold, min(self.settings.orphan_hold_max_s, expected / rate - elapsed))
         if hold <= 0:
             self._release(call, None, "failure")
             return

@@ -6,7 +6,7 @@ Precedence: built-in defaults < the file named by ``SJF_CONFIG`` (YAML or JSON) 
 =========================  ===============================  ==================================================
 env var                    file key                         meaning (default)
 =========================  ===============================  ==================================================
-``SJF_POLICY``             ``policy``                       "sjf" (ascending P(Long)), "sjf-tokens", "fcfs", ...
+``SJF_POLICY``             ``policy``                       "sjf-tokens" (expected tokens), "sjf" (P(Long)), "fair", "fcfs"
 ``SJF_TAU``                ``tau``                          "3x" (× mean Short service time), seconds, or "off"
 ``SJF_PROMOTION``          ``promotion``                    τ promotion rule (core default), e.g. "aging",
                                                             "strict", "one-in-k"
@@ -19,6 +19,7 @@ env var                    file key                         meaning (default)
                                                             this many seconds is force-released (safety net)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_ORPHAN_HOLD_MAX_S``  ``orphan_hold_max_s``            120: longest hold after an orphaned non-stream call
+``SJF_ORPHAN_GRACE_S``     ``orphan_grace_s``               0.5: shortest hold after an orphaned non-stream call
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
                                                             :class:`sjf_core.overload.OverloadConfig` fields, e.g.
                                                             ``{"max_queue_depth": 32}``; refusals become HTTP 429
@@ -62,7 +63,7 @@ DISCONNECT_MODES = ("drain", "release")
 class PluginSettings:
     """Plugin settings (see the module docstring for each field)."""
 
-    policy: str = "sjf"
+    policy: str = "sjf-tokens"
     tau: Any = "3x"
     promotion: str | None = None
     k: int | None = None
@@ -73,6 +74,7 @@ class PluginSettings:
     lease_ttl_s: float = 900.0
     drain_max_s: float = 600.0
     orphan_hold_max_s: float = 120.0
+    orphan_grace_s: float = 0.5
     predictor: Any = "default"
     overload: Any = None
     backend_overload: dict = field(default_factory=dict)
@@ -99,6 +101,8 @@ class PluginSettings:
         for name in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"SJF {name} must be > 0")
+        if not float(self.orphan_grace_s) >= 0:
+            raise ValueError("SJF orphan_grace_s must be >= 0")
         if self.scheduler_factory is None:
             make_policy(self.policy, **self.policy_options())  # raises ValueError on a bad policy/τ/promotion
             from sjf_core.redis_queue import redis_config
@@ -189,7 +193,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     if env.get("SJF_CONFIG"):
         data = _read_file(env["SJF_CONFIG"])
     known = {"policy", "tau", "promotion", "k", "slots", "backends", "on_disconnect", "lease_ttl_s", "drain_max_s",
-             "orphan_hold_max_s", "predictor", "status_port", "scheduler_factory", "disabled", "overload",
+             "orphan_hold_max_s", "orphan_grace_s", "predictor", "status_port", "scheduler_factory", "disabled", "overload",
              "rate_limit", "redis_url", "redis"}
     unknown = set(data) - known
     if unknown:
@@ -201,7 +205,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     for key in ("k", "slots", "status_port"):
         if data.get(key) is not None:
             setattr(s, key, int(data[key]))
-    for key in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s"):
+    for key in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s", "orphan_grace_s"):
         if data.get(key) is not None:
             setattr(s, key, float(data[key]))
     if "disabled" in data:
@@ -254,7 +258,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
         if get("SJF_ON_DISCONNECT"):
             s.on_disconnect = get("SJF_ON_DISCONNECT").strip().lower()
         for name, attr in (("SJF_LEASE_TTL_S", "lease_ttl_s"), ("SJF_DRAIN_MAX_S", "drain_max_s"),
-                           ("SJF_ORPHAN_HOLD_MAX_S", "orphan_hold_max_s")):
+                           ("SJF_ORPHAN_HOLD_MAX_S", "orphan_hold_max_s"), ("SJF_ORPHAN_GRACE_S", "orphan_grace_s")):
             if get(name):
                 setattr(s, attr, float(get(name)))
         if get("SJF_OVERLOAD"):
