@@ -55,11 +55,15 @@ TRACE = (
 )
 
 
-def _predicted_keys(prompts):
+def _predicted_keys(prompts, policy: str):
+    """Each prompt's ordering key under the plugin's policy, from the shipped predictor
+    (the same model file the proxy loads); lower is served sooner."""
+    from sjf_core.meta import request_meta
+    from sjf_core.policies import make_policy
     from sjf_core.predictor import load_predictor
 
-    p = load_predictor()
-    return {t: p.predict(t).p_long for t in prompts}
+    p, pol = load_predictor(), make_policy(policy)
+    return {t: pol.key(p.predict(t), request_meta({"messages": [{"role": "user", "content": t}]})) for t in prompts}
 
 
 async def until(pred, timeout=60.0, every=0.05):
@@ -172,10 +176,12 @@ async def _hold(h: Harness, name: str) -> asyncio.Task:
 # ---- SJF order --------------------------------------------------------------------------------
 async def test_sjf_order_on_held_burst(main):
     h = main
-    keys = _predicted_keys(BURST)
+    policy = h.status()["settings"]["policy"]
+    assert policy in ("sjf", "sjf-tokens")  # the default: a length-ordered policy
+    keys = _predicted_keys(BURST, policy)
     ordered = sorted(BURST, key=keys.get)
     gaps = [keys[b] - keys[a] for a, b in zip(ordered, ordered[1:])]
-    assert min(gaps) > 1e-4, f"burst prompts need distinct predicted keys: {keys}"
+    assert min(gaps) > 1e-6 * max(1.0, abs(keys[ordered[-1]])), f"burst prompts need distinct predicted keys: {keys}"
     h.emus["a"].reset()
     holder = await _hold(h, "a")
     # submit in DESCENDING predicted key, staggered: FCFS would serve them in that order
@@ -189,7 +195,7 @@ async def test_sjf_order_on_held_burst(main):
     assert results == [5] + [12] * len(BURST)
     served = [o["hash"] for o in h.emus["a"].stats()["order"]]
     assert served[0] == short_hash(HOLD)
-    assert served[1:] == [short_hash(p) for p in ordered], "service order must ascend in predicted P(Long)"
+    assert served[1:] == [short_hash(p) for p in ordered], f"service order must ascend in the {policy} key"
     assert h.emus["a"].stats()["max_in_flight"] == 1
 
 
@@ -395,7 +401,7 @@ def tau_proxy(tmp_path_factory):
 
 async def test_tau_promotes_a_long_request(tau_proxy, main):
     h = tau_proxy
-    keys = _predicted_keys([LONG_PROMPT, *SHORTS])
+    keys = _predicted_keys([LONG_PROMPT, *SHORTS], h.status()["settings"]["policy"])
     assert keys[LONG_PROMPT] > max(keys[s] for s in SHORTS), keys  # SJF alone would serve it last
     holder = await _hold(h, "t")
     long_task = asyncio.create_task(h.chat("t", LONG_PROMPT))
