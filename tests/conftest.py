@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 # ==== emulator + LiteLLM proxy fixtures (owner: emulator/litellm_sjf) =======================
+import os
+
 import pytest_asyncio
+
+# litellm imported in-process (litellm_sjf tests) must not try to fetch its cost map
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @pytest_asyncio.fixture
