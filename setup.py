@@ -6,9 +6,13 @@ package ``sjf_core._models`` so the shipped predictor models install with a regu
 wheel as well as with an editable install.
 """
 
-from setuptools import find_namespace_packages, setup
+from setuptools import Extension, find_namespace_packages, setup
 
 setup(
     packages=find_namespace_packages(where="src") + ["sjf_core._models"],
     package_dir={"": "src", "sjf_core._models": "models"},
+    # Optional C accelerator of the feature extractors (sjf_core.fastscan); without a C
+    # compiler the build skips it and the pure-Python extractors are used (same numbers).
+    ext_modules=[Extension("sjf_core._scan", ["src/sjf_core/_scan.c"], optional=True,
+                           extra_compile_args=["-O2"])],
 )

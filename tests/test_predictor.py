@@ -68,6 +68,37 @@ def test_model_a_loads_unchanged_as_v1_classifier():
     np.testing.assert_allclose(p.score_many(PROMPTS), direct[:, 2], rtol=1e-6)
 
 
+@pytest.mark.parametrize("which", ["default", "model_a"])
+def test_predict_single_path_matches_batch(which):
+    """predict() (IO-bound preallocated buffers) gives the numbers of predict_many()."""
+    p = load_predictor() if which == "default" else load_predictor(MODEL_A)
+    probs = p.predict_many(PROMPTS)
+    for i, t in enumerate(PROMPTS * 2):  # twice: the bound buffers are reused
+        pred = p.predict(t)
+        np.testing.assert_allclose([pred.p_short, pred.p_medium, pred.p_long], probs[i % len(PROMPTS)], atol=1e-6)
+        assert pred.label == ("short", "medium", "long")[int(np.argmax(probs[i % len(PROMPTS)]))]
+
+
+def test_predict_is_thread_safe():
+    import threading
+
+    p = load_predictor()
+    texts = [f"{t} ({i})" for i in range(40) for t in PROMPTS[:2]]
+    want = [p.predict(t).expected_tokens for t in texts]
+    got: dict[int, list] = {}
+
+    def work(k):
+        got[k] = [p.predict(t).expected_tokens for t in texts]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for k in range(4):
+        assert got[k] == pytest.approx(want, rel=1e-6)
+
+
 def test_one_session_per_path():
     assert load_predictor(MODEL_A) is load_predictor(str(MODEL_A))
     sess = load_predictor(MODEL_A)._session
@@ -123,7 +154,10 @@ def test_zipmap_sequence_of_maps_output(tmp_path):
     path = tmp_path / "zipmap.onnx"
     onnx.save(m, str(path))
     p = load_predictor(path)
-    np.testing.assert_allclose(p.predict_many(PROMPTS), load_predictor(MODEL_A).predict_many(PROMPTS), rtol=1e-6)
+    want = load_predictor(MODEL_A).predict_many(PROMPTS)
+    np.testing.assert_allclose(p.predict_many(PROMPTS), want, rtol=1e-6)
+    one = p.predict(PROMPTS[2])  # a sequence output cannot be IO-bound: the plain run() path
+    np.testing.assert_allclose([one.p_short, one.p_medium, one.p_long], want[2], rtol=1e-6)
 
 
 def test_regressor_model(tmp_path):

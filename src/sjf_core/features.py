@@ -34,7 +34,7 @@ import re
 
 import numpy as np
 
-__all__ = ["FEATURE_NAMES", "VERBS", "HEAD_CHARS", "TAIL_CHARS", "Scan", "extract_v1", "extract_v1_many", "fill_v1", "window"]
+__all__ = ["FEATURE_NAMES", "VERBS", "HEAD_CHARS", "TAIL_CHARS", "Scan", "extract_v1", "extract_v1_many", "extract_v1_py", "fill_text_v1", "fill_v1", "window"]
 
 VERBS = ("what", "write", "explain", "summarize", "how", "list", "implement", "compare",
          "describe", "generate", "why", "define", "other")
@@ -169,8 +169,16 @@ def fill_v1(scan: Scan, out: np.ndarray) -> None:
     out[col] = 1.0
 
 
-def _fill_v1(text: str, out: np.ndarray) -> None:
-    fill_v1(Scan(text), out)
+_FAST = None  # sjf_core.fastscan when the C accelerator is built, else False (resolved on first use)
+
+
+def _fast():
+    global _FAST
+    if _FAST is None:
+        from . import fastscan
+
+        _FAST = fastscan if fastscan.available() else False
+    return _FAST
 
 
 def extract_v1(text: str) -> np.ndarray:
@@ -181,7 +189,8 @@ def extract_v1(text: str) -> np.ndarray:
 
     Returns:
         numpy.ndarray, shape [19], float32, in :data:`FEATURE_NAMES` order.
-        Cost is bounded by :data:`HEAD_CHARS` + :data:`TAIL_CHARS` characters.
+        Cost is bounded by :data:`HEAD_CHARS` + :data:`TAIL_CHARS` characters. Uses the C
+        accelerator (:mod:`sjf_core.fastscan`) when built; the numbers are the same.
 
     Raises:
         TypeError: if ``text`` is not a str.
@@ -189,7 +198,27 @@ def extract_v1(text: str) -> np.ndarray:
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
     out = np.zeros(N_FEATURES, dtype=np.float32)
-    _fill_v1(text, out)
+    fast = _FAST if _FAST is not None else _fast()
+    if fast:
+        fast.fill(text, out, 1)
+    else:
+        fill_v1(Scan(text), out)
+    return out
+
+
+def fill_text_v1(text: str, out: np.ndarray) -> None:
+    """Write the v1 features of ``text`` into the zeroed float32 row ``out`` [19] (no allocation)."""
+    fast = _FAST if _FAST is not None else _fast()
+    if fast:
+        fast.fill(text, out, 1)
+    else:
+        fill_v1(Scan(text), out)
+
+
+def extract_v1_py(text: str) -> np.ndarray:
+    """:func:`extract_v1` in pure Python (the reference implementation)."""
+    out = np.zeros(N_FEATURES, dtype=np.float32)
+    fill_v1(Scan(text), out)
     return out
 
 
@@ -197,8 +226,12 @@ def extract_v1_many(texts) -> np.ndarray:
     """:func:`extract_v1` for a sequence of texts: float32 array of shape [N, 19]."""
     texts = list(texts)
     out = np.zeros((len(texts), N_FEATURES), dtype=np.float32)
+    fast = _FAST if _FAST is not None else _fast()
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-        _fill_v1(t, out[i])
+        if fast:
+            fast.fill(t, out[i], 1)
+        else:
+            fill_v1(Scan(t), out[i])
     return out

@@ -29,9 +29,10 @@ import zlib
 
 import numpy as np
 
+from . import features as _f1
 from .features import FEATURE_NAMES, Scan, fill_v1
 
-__all__ = ["FEATURE_NAMES_V2", "GROUPS_V2", "NGRAM_BUCKETS", "extract_v2", "extract_v2_many"]
+__all__ = ["FEATURE_NAMES_V2", "GROUPS_V2", "NGRAM_BUCKETS", "extract_v2", "extract_v2_many", "extract_v2_py", "fill_text_v2", "fill_v2"]
 
 NGRAM_BUCKETS = 1024
 NGRAM_HEAD_WORDS = 64
@@ -240,13 +241,33 @@ def fill_v2(scan: Scan, out: np.ndarray) -> None:
 
 
 def extract_v2(text: str) -> np.ndarray:
-    """The v2 features of one prompt: float32 [len(FEATURE_NAMES_V2)].
+    """The v2 features of one prompt: float32 [len(FEATURE_NAMES_V2)] (C accelerator when built).
 
     Raises:
         TypeError: if ``text`` is not a str.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
+    out = np.zeros(N_FEATURES_V2, dtype=np.float32)
+    fast = _f1._FAST if _f1._FAST is not None else _f1._fast()
+    if fast:
+        fast.fill(text, out, 2)
+    else:
+        fill_v2(Scan(text), out)
+    return out
+
+
+def fill_text_v2(text: str, out: np.ndarray) -> None:
+    """Write the v2 features of ``text`` into the zeroed float32 row ``out`` (no allocation)."""
+    fast = _f1._FAST if _f1._FAST is not None else _f1._fast()
+    if fast:
+        fast.fill(text, out, 2)
+    else:
+        fill_v2(Scan(text), out)
+
+
+def extract_v2_py(text: str) -> np.ndarray:
+    """:func:`extract_v2` in pure Python (the reference implementation)."""
     out = np.zeros(N_FEATURES_V2, dtype=np.float32)
     fill_v2(Scan(text), out)
     return out
@@ -256,8 +277,12 @@ def extract_v2_many(texts) -> np.ndarray:
     """:func:`extract_v2` for a sequence of texts: float32 [N, len(FEATURE_NAMES_V2)]."""
     texts = list(texts)
     out = np.zeros((len(texts), N_FEATURES_V2), dtype=np.float32)
+    fast = _f1._FAST if _f1._FAST is not None else _f1._fast()
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-        fill_v2(Scan(t), out[i])
+        if fast:
+            fast.fill(t, out[i], 2)
+        else:
+            fill_v2(Scan(t), out[i])
     return out

@@ -26,22 +26,24 @@ class Layout:
         names: feature names in model-input order.
         extract: text -> float32 array of shape [len(names)].
         extract_many: sequence of texts -> float32 array of shape [N, len(names)].
+        fill: (text, out) -> None: write the features into a zeroed float32 row ``out``.
     """
 
     name: str
     names: tuple[str, ...]
     extract: Callable[[str], np.ndarray]
     extract_many: Callable[[Sequence[str]], np.ndarray]
+    fill: Callable[[str, np.ndarray], None]
 
     @property
     def n_features(self) -> int:
         return len(self.names)
 
 
-#: layout name -> (module, names attribute, extract, extract_many)
+#: layout name -> (module, names attribute, extract, extract_many, fill)
 LAYOUTS = {
-    "v1": ("sjf_core.features", "FEATURE_NAMES", "extract_v1", "extract_v1_many"),
-    "v2": ("sjf_core.features_v2", "FEATURE_NAMES_V2", "extract_v2", "extract_v2_many"),
+    "v1": ("sjf_core.features", "FEATURE_NAMES", "extract_v1", "extract_v1_many", "fill_text_v1"),
+    "v2": ("sjf_core.features_v2", "FEATURE_NAMES_V2", "extract_v2", "extract_v2_many", "fill_text_v2"),
 }
 
 _cache: dict[str, Layout] = {}
@@ -63,6 +65,7 @@ def get_layout(name: str) -> Layout:
         mod = importlib.import_module(spec[0])
     except ImportError as exc:
         raise ValueError(f"feature layout {name!r} is not available: {exc}") from exc
-    lay = Layout(name, tuple(getattr(mod, spec[1])), getattr(mod, spec[2]), getattr(mod, spec[3]))
+    lay = Layout(name, tuple(getattr(mod, spec[1])), getattr(mod, spec[2]), getattr(mod, spec[3]),
+                 getattr(mod, spec[4]))
     _cache[name] = lay
     return lay

@@ -59,6 +59,14 @@ DEFAULT_MODEL_FILE = "default.onnx"
 
 _TYPICAL = np.asarray(TYPICAL_TOKENS, dtype=np.float64)
 _SQRT2 = math.sqrt(2.0)
+_TYPICAL_T = tuple(float(t) for t in TYPICAL_TOKENS)
+_NAMES = ("short", "medium", "long")
+
+
+def _make_prediction(ps: float, pm: float, pl: float, expected: float) -> Prediction:
+    """:class:`Prediction` from class probabilities (label = argmax, first on ties)."""
+    label = _NAMES[0] if ps >= pm and ps >= pl else (_NAMES[1] if pm >= pl else _NAMES[2])
+    return Prediction(ps, pm, pl, label, expected)
 
 
 class PredictorError(Exception):
@@ -162,6 +170,9 @@ class Predictor:
         self._log_lo = math.log1p(info.bounds[0])
         self._log_hi = math.log1p(info.bounds[1])
         self._half_s2 = 0.5 * info.log_sigma ** 2
+        self._fill = layout.fill
+        self._tls = threading.local()
+        self._bind_ok = True
 
     # ---- raw model outputs -----------------------------------------------------------
     def _run(self, x: np.ndarray) -> np.ndarray:
@@ -218,17 +229,48 @@ class Predictor:
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
-        x = self.layout.extract(text).reshape(1, -1)
-        if self.info.kind == "regressor":  # scalar fast path (same numbers as predict_features)
-            y = self._session.run(self._outputs, {self._input: x})[0]
-            mu = float(y.flat[0])
+        b = getattr(self._tls, "bind", None) if self._bind_ok else None
+        if b is None and self._bind_ok:
+            b = self._new_binding()
+        if b is not None:  # preallocated input/output buffers bound to the session (IO binding)
+            xin, yout, io = b
+            xin.fill(0.0)
+            self._fill(text, xin[0])
+            self._session.run_with_iobinding(io)
+            y = yout[0]
+        else:
+            x = self.layout.extract(text).reshape(1, -1)
+            if self.info.kind == "classifier":
+                y = self._run(x)[0]  # handles ZipMap outputs
+            else:
+                y = self._session.run(self._outputs, {self._input: x})[0].reshape(-1)
+        if self.info.kind == "regressor":  # scalar path (same numbers as predict_features)
+            mu = float(y[0])
             s = self.info.log_sigma
             p_ge_lo = 0.5 * math.erfc((self._log_lo - mu) / s / _SQRT2)
             p_ge_hi = 0.5 * math.erfc((self._log_hi - mu) / s / _SQRT2)
-            ps, pm, pl = float(np.float32(1.0 - p_ge_lo)), float(np.float32(p_ge_lo - p_ge_hi)), float(np.float32(p_ge_hi))
-            return Prediction.from_probs((ps, pm, pl), max(0.0, math.expm1(mu + self._half_s2)))
-        probs = self._run(x)[0]
-        return Prediction.from_probs(probs, float(probs.astype(np.float64) @ _TYPICAL))
+            return _make_prediction(1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi, max(0.0, math.expm1(mu + self._half_s2)))
+        ps, pm, pl = float(y[0]), float(y[1]), float(y[2])
+        return _make_prediction(ps, pm, pl, ps * _TYPICAL_T[0] + pm * _TYPICAL_T[1] + pl * _TYPICAL_T[2])
+
+    def _new_binding(self):
+        """Per-thread IO binding: a zeroed [1, F] input and a [1, k] output buffer, both bound
+        to the session once, so a single prediction allocates nothing in onnxruntime's API."""
+        try:
+            import onnxruntime as ort
+
+            xin = np.zeros((1, self.layout.n_features), dtype=np.float32)
+            yout = np.zeros((1, 3 if self.info.kind == "classifier" else 1), dtype=np.float32)
+            io = self._session.io_binding()
+            io.bind_ortvalue_input(self._input, ort.OrtValue.ortvalue_from_numpy(xin))
+            io.bind_ortvalue_output(self._output, ort.OrtValue.ortvalue_from_numpy(yout))
+            self._session.run_with_iobinding(io)
+            b = (xin, yout, io)
+        except Exception:  # e.g. a ZipMap (sequence) output cannot be bound: plain run()
+            self._bind_ok = False
+            return None
+        self._tls.bind = b
+        return b
 
     def predict_many(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities of many prompts: float32 [N, 3] = [P(Short), P(Medium), P(Long)]."""
