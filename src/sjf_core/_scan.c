@@ -242,7 +242,7 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
     if (!low || !tb || !toks || !seen) { PyErr_NoMemory(); goto done; }
     int ascii = 1, digit = 0;
     Py_ssize_t n_comma = 0, n_semi = 0, n_nl = 0, n_q = 0, n_q_nl = 0, n_colon_nl = 0, n_nl_gt = 0;
-    Py_ssize_t n_cjk = 0, n_cyr = 0;
+    Py_ssize_t n_cjk = 0, n_cyr = 0, n_dq = 0, n_bt = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = src[i];
         if (c >= 'a' && c <= 'z') { low[i] = c; tb[i] = c; continue; }
@@ -271,6 +271,8 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
             case ':':
                 if (i + 1 < n && src[i + 1] == '\n') n_colon_nl++;
                 break;
+            case '"': n_dq++; break;
+            case '`': n_bt++; break;
             default: break;
         }
     }
@@ -314,7 +316,7 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
     out[0] = (float)(n_chars / 4);
     out[1] = (present & C_CODE) ? 1.0f : 0.0f;
     int constraint = 0;
-    if ((present & C_CPLAIN) || find_sub(low, n, "tl;dr", 5) >= 0) constraint = 1;
+    if ((present & C_CPLAIN) || (n_semi > 0 && find_sub(low, n, "tl;dr", 5) >= 0)) constraint = 1;
     else if ((present & C_LINER) && one_liner_re(low, n)) constraint = 1;
     else if (present & C_CNUM) {
         if (digit) constraint = constraint_num_re(low, n);
@@ -342,11 +344,18 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
     while (b0 < b1 && is_ws(low[b0])) b0++;
     while (b1 > b0 && is_ws(low[b1 - 1])) b1--;
     Py_ssize_t blen = b1 - b0;
-    Py_ssize_t first = find_sub(low + b0, blen, "\n\n", 2), last = rfind_sub(low + b0, blen, "\n\n", 2);
+    Py_ssize_t first = -1, last = -1, paras = 0;
+    if (n_nl >= 2) {
+        first = find_sub(low + b0, blen, "\n\n", 2);
+        if (first >= 0) {
+            last = rfind_sub(low + b0, blen, "\n\n", 2);
+            paras = count_nonoverlap(low + b0, blen, "\n\n", 2);
+        }
+    }
     out[22] = (float)log1p_pos((double)(first >= 0 ? first : blen));
     out[23] = (float)log1p_pos((double)(last >= 0 ? blen - last - 2 : blen));
-    out[24] = (float)count_nonoverlap(low + b0, blen, "\n\n", 2);
-    Py_ssize_t fences = count_nonoverlap(low, n, "```", 3);
+    out[24] = (float)paras;
+    Py_ssize_t fences = n_bt >= 3 ? count_nonoverlap(low, n, "```", 3) : 0;
     out[26] = (float)fences;
     if (fences >= 2) {
         Py_ssize_t inside = 0, i = 0, part = 0;
@@ -360,7 +369,7 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
         }
         out[25] = (float)((double)inside / nb);
     }
-    out[27] = (float)(count_nonoverlap(low, n, "\"\"\"", 3) + n_nl_gt + n_colon_nl);
+    out[27] = (float)((n_dq >= 3 ? count_nonoverlap(low, n, "\"\"\"", 3) : 0) + n_nl_gt + n_colon_nl);
     /* numeric targets */
     double best_tokens = 0.0, best_count = 0.0;
     if (present & (C_UNIT | C_LISTV)) {
