@@ -523,6 +523,8 @@ class RedisAdmissionQueue:
                     self._mark_up()
                 except self._errors as exc:
                     self._mark_down(exc)
+                except Exception:  # never let the heartbeat die: leases would lapse
+                    log.exception("Redis heartbeat failed on backend %s", self.name)
         finally:
             ls.hb_wake_at = math.inf
             if ls.hb_task is asyncio.current_task():
