@@ -513,7 +513,6 @@ class RedisAdmissionQueue:
                 for t in list(ls.held.values()):
                     if t._hold_deadline is not None and now >= t._hold_deadline:
                         t._expire()
-                next_beat = now + interval
                 ls.expiry_at = math.inf
                 waiters, holders = list(ls.waiting), list(ls.held.values())
                 if not (waiters or holders):
@@ -525,6 +524,9 @@ class RedisAdmissionQueue:
                     self._mark_down(exc)
                 except Exception:  # never let the heartbeat die: leases would lapse
                     log.exception("Redis heartbeat failed on backend %s", self.name)
+                # while Redis is down, beat every retry_s: leases are re-asserted as soon as
+                # it is back (the same time new requests start trying it again)
+                next_beat = now + (min(interval, self.retry_s) if self._down else interval)
         finally:
             ls.hb_wake_at = math.inf
             if ls.hb_task is asyncio.current_task():
