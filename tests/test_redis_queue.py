@@ -10,7 +10,6 @@ burst, and Cluster-safe key naming.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import random
 import threading

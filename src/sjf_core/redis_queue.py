@@ -29,8 +29,10 @@ one backend lives in one Redis Cluster slot):
   process died is removed ``waiter_ttl_s`` later by the next script that runs;
 * τ: the mean Short service time (EWMA, as :class:`~sjf_core.tau.TauEstimator`) lives in
   Redis and is measured on Redis server time, so clock skew between hosts does not matter.
-  Promotion of aged waiters mirrors :class:`~sjf_core.pending.HeapPending` ("strict" and
-  "one-in-k", its counter kept in Redis).
+  The dispatch rule mirrors :class:`~sjf_core.pending.HeapPending`: due deadlines (latest
+  start time, EDF), then the promotion rule ("fcfs-bound", "aging", "strict" or
+  "one-in-k", their state kept in Redis), then priority, key, arrival. Expected service
+  times (deadlines, FCFS bounds) come from this process's observed service statistics.
 
 When Redis is unreachable (connection refused, timeout, a restart that lost the data):
 
@@ -46,7 +48,7 @@ Either way each transition (down, back up) is logged once per backend, and a req
 already admitted is never failed: its release is best-effort and its lease expires. While
 down, new tickets go straight to the fallback for ``retry_s`` seconds before Redis is tried
 again. After a restart that lost the data, running tickets re-assert their leases at the
-next heartbeat, so the slot bound holds again.
+next heartbeat (every ``retry_s`` while Redis is down), so the slot bound holds again.
 
 All processes sharing a backend must use the same slots, policy and TTL settings.
 """
