@@ -28,6 +28,10 @@ def test_pick_from_data(tmp_path):
     assert a == pick_from_data(f, 5, 4, seed=1) and a != pick_from_data(f, 5, 4, seed=2)
     with pytest.raises(ValueError, match="only 30 Short"):
         pick_from_data(f, 31, 4)
+    from sjf_core.train_data import prompt_key, split_of
+
+    held = pick_from_data(f, 2, 2, split="test")
+    assert all(split_of(prompt_key(p.text)) == "test" for p in held)
 
 
 def test_percentile_and_render():

@@ -40,6 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--n-short", type=int, default=20, help="Short prompts drawn from --data (default 20)")
     p.add_argument("--n-long", type=int, default=20, help="Long prompts drawn from --data (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and the submission order")
+    p.add_argument("--split", choices=("test", "all"), default="test",
+                   help="draw --data prompts only from the held-out test split of `sjf train` (default: test, "
+                        "i.e. prompts the shipped model never trained on), or from all")
     p.add_argument("--tokens-per-s", default="auto",
                    help="emulator speed in tokens/s, or 'auto' (the burst's answers take about --run-s seconds)")
     p.add_argument("--run-s", type=float, default=30.0, help="target seconds of backend work per run for 'auto'")
@@ -72,13 +75,16 @@ def default_prompts() -> list[DemoPrompt]:
 
 
 def pick_from_data(path: str | Path, n_short: int, n_long: int, seed: int = 0,
-                   max_chars: int = 20000) -> list[DemoPrompt]:
+                   max_chars: int = 20000, split: str = "all") -> list[DemoPrompt]:
     """Draw ``n_short`` Short and ``n_long`` Long prompts (distinct texts) from a JSONL file
-    of ``{"prompt": str, "response_tokens": int}``.
+    of ``{"prompt": str, "response_tokens": int}``. ``split="test"`` keeps only prompts in
+    the held-out test split of ``sjf train`` (:func:`sjf_core.train_data.split_of`).
 
     Raises:
         ValueError: the file has fewer usable Short or Long prompts than asked for.
     """
+    from ..train_data import prompt_key, split_of
+
     shorts, longs, seen = [], [], set()
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -91,14 +97,16 @@ def pick_from_data(path: str | Path, n_short: int, n_long: int, seed: int = 0,
                 continue
             if isinstance(n, bool) or not isinstance(n, (int, float)) or n < 1:
                 continue
+            if split != "all" and split_of(prompt_key(t)) != split:
+                continue
             seen.add(t)
             if n < SHORT_MAX:
                 shorts.append(DemoPrompt(t, int(n)))
             elif n >= LONG_MIN:
                 longs.append(DemoPrompt(t, int(n)))
     if len(shorts) < n_short or len(longs) < n_long:
-        raise ValueError(f"{path}: only {len(shorts)} Short and {len(longs)} Long usable prompts "
-                         f"(asked for {n_short} and {n_long})")
+        raise ValueError(f"{path}: only {len(shorts)} Short and {len(longs)} Long usable prompts in split "
+                         f"{split!r} (asked for {n_short} and {n_long})")
     rng = random.Random(seed)
     return rng.sample(shorts, n_short) + rng.sample(longs, n_long)
 
@@ -209,16 +217,17 @@ def render(runs: list[RunStats], stream: bool) -> str:
 
 
 def predictor_ranking(prompts: list[DemoPrompt]) -> float | None:
-    """Ranking accuracy (paper Eq. 2) of the plugin's predictor's P(Long) on these prompts,
-    or None when the predictor cannot be loaded. Diagnostic only: SJF gains track it."""
+    """Ranking accuracy (paper Eq. 2) of the plugin's predictor on these prompts, scoring by
+    expected answer tokens (the default ``sjf-tokens`` key), or None when the predictor
+    cannot be loaded. Diagnostic only: SJF gains track it."""
     try:
         from ..predictor import load_predictor
         from ..rank_metrics import ranking_accuracy
 
         spec = os.environ.get("SJF_PREDICTOR")
         pred = load_predictor(None if spec in (None, "", "default") else spec)
-        probs = pred.predict_many([p.text for p in prompts])
-        return ranking_accuracy(probs[:, 2], [p.answer_tokens for p in prompts])[0]
+        scores = [pred.predict(p.text).expected_tokens for p in prompts]
+        return ranking_accuracy(scores, [p.answer_tokens for p in prompts])[0]
     except Exception:
         return None
 
@@ -230,8 +239,9 @@ def run(args) -> int:
     t_start = time.monotonic()
     try:
         if args.data:
-            prompts = pick_from_data(args.data, args.n_short, args.n_long, args.seed)
-            source = f"{Path(args.data).name} ({args.n_short} Short + {args.n_long} Long, seed {args.seed})"
+            prompts = pick_from_data(args.data, args.n_short, args.n_long, args.seed, split=args.split)
+            source = (f"{Path(args.data).name} ({args.n_short} Short + {args.n_long} Long, seed {args.seed}, "
+                      f"{'held-out test split' if args.split == 'test' else 'all prompts'})")
         else:
             prompts = default_prompts()
             source = "the shipped demo prompts"
