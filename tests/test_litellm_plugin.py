@@ -537,3 +537,14 @@ async def test_hooks_fail_open_on_garbage_and_a_broken_predictor(tmp_path):
     await h.async_post_call_failure_hook(data, RuntimeError("late"), None)
     await h.async_log_success_event(data, Resp(), None, None)
     assert h.status()["backends"]["http://x/v1"]["stats"]["released"] == 1
+
+
+def test_proxy_runner_reports_a_failed_start_with_the_log_tail():
+    from sjf_core.proxy_runner import ProxyStartError
+
+    cfg = proxy_config({"m": ["http://127.0.0.1:9/v1"]}, plugin=False,
+                       litellm_settings={"callbacks": ["no_such_module_sjf.handler"]})
+    proxy = LiteLLMProxy(cfg, startup_timeout_s=120)
+    with pytest.raises(ProxyStartError, match="no_such_module_sjf"):
+        proxy.start()
+    assert not proxy.running() and proxy.workdir is None  # stopped and cleaned up
