@@ -28,6 +28,10 @@ def main(argv=None) -> int:
     ap.add_argument("--add-to-v1", action="store_true", help="also train v1 + each group")
     ap.add_argument("--fast", action="store_true", help="learning rate 0.1, at most 300 trees (about half the time)")
     ap.add_argument("--json", default=None, help="write the raw numbers here")
+    ap.add_argument("--drop", action="append", default=[], metavar="G1,G2",
+                    help="also train v2 without these groups together (repeatable); skips the drop-one rows "
+                         "when given with --only-combined")
+    ap.add_argument("--only-combined", action="store_true", help="train only v2 (all) and the --drop variants")
     args = ap.parse_args(argv)
 
     from sjf_core.features_v2 import FEATURE_NAMES_V2, GROUPS_V2
@@ -74,27 +78,37 @@ def main(argv=None) -> int:
     v1_cols = list(range(19))
     results: dict[str, dict] = {}
     results["v2 (all groups)"] = full = run(all_cols)
-    results["v1 (paper 19)"] = run(v1_cols)
-    for g, cols in GROUPS_V2.items():
-        drop = set(cols)
-        results[f"v2 − {g}"] = run([c for c in all_cols if c not in drop])
-        print(f"  {g} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    if not args.only_combined:
+        results["v1 (paper 19)"] = run(v1_cols)
+        for g, cols in GROUPS_V2.items():
+            drop = set(cols)
+            results[f"v2 − {g}"] = run([c for c in all_cols if c not in drop])
+            print(f"  {g} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    for spec in args.drop:
+        groups = [g.strip() for g in spec.split(",") if g.strip()]
+        unknown = [g for g in groups if g not in GROUPS_V2]
+        if unknown:
+            print(f"unknown groups {unknown}; known: {list(GROUPS_V2)}", file=sys.stderr)
+            return 2
+        drop = {c for g in groups for c in GROUPS_V2[g]}
+        results[f"v2 − {{{', '.join(groups)}}}"] = run([c for c in all_cols if c not in drop])
     if args.add_to_v1:
         for g, cols in GROUPS_V2.items():
             if not g.startswith("v1:"):
                 results[f"v1 + {g}"] = run(v1_cols + list(cols))
 
     cols_ = sources + ["macro"]
-    head = f"{'variant':<28}" + "".join(f"{s[:14]:>16}" for s in cols_)
+    wname = max([28] + [len(k) + 2 for k in results])
+    head = f"{'variant':<{wname}}" + "".join(f"{s[:14]:>16}" for s in cols_)
     print("Ranking accuracy (%, row level, held-out test split by prompt); drop-one rows show Δ pp vs v2 (all)")
     print(head)
     print("-" * len(head))
     for name, res in results.items():
-        if name.startswith("v2 −"):
+        if name.startswith("v2 −"):  # also the combined drops
             cells = "".join(f"{100 * (res[s] - full[s]):>+16.2f}" for s in cols_)
         else:
             cells = "".join(f"{100 * res[s]:>16.1f}" for s in cols_)
-        print(f"{name:<28}{cells}")
+        print(f"{name:<{wname}}{cells}")
     print(f"({args.seeds} seed(s) per cell, {'fast settings, ' if args.fast else ''}{time.time() - t0:.0f} s)")
     if args.json:
         with open(args.json, "w") as f:

@@ -21,11 +21,12 @@
 
 enum {
     C_CODE = 1u << 0, C_CPLAIN = 1u << 1, C_CNUM = 1u << 2, C_VERB = 1u << 3, C_LINER = 1u << 4,
-    C_UNIT = 1u << 5, C_LISTV = 1u << 6, C_NUMW = 1u << 7, C_LONG = 1u << 8, C_SHORT = 1u << 9,
+    C_LONG = 1u << 8, C_SHORT = 1u << 9,
     C_TRANS = 1u << 10, C_CONT = 1u << 11, C_CODET = 1u << 12, C_CREAT = 1u << 13, C_WH = 1u << 14,
     C_YESNO = 1u << 15
 };
 #define N_TASK 6
+#define NG0 41 /* first n-gram column of the v2 layout */
 static const uint32_t TASK_BITS[N_TASK] = {C_LONG, C_SHORT, C_TRANS, C_CONT, C_CODET, C_CREAT};
 
 typedef struct {
@@ -33,9 +34,6 @@ typedef struct {
     Py_ssize_t len;
     uint32_t cats;
     int rank;          /* verb priority rank, or -1 */
-    double unit;       /* answer tokens per unit, or 0 */
-    int unit_counts;   /* the unit counts items (not words/characters/...) */
-    long numval;       /* value of a number word, or 0 */
 } Entry;
 
 static Entry *lex = NULL;
@@ -47,7 +45,7 @@ static int n_verb_ranks = 0;
 static int other_col = 18;
 static char **fmt_sub = NULL; static Py_ssize_t *fmt_len = NULL; static Py_ssize_t n_fmt = 0;
 static char **useps = NULL; static Py_ssize_t *usep_len = NULL; static Py_ssize_t n_useps = 0;
-static long ngram_buckets = 1024, ngram_head = 64, ngram_tail = 32, target_head = 160, target_tail = 64;
+static long ngram_buckets = 1024, ngram_head = 64, ngram_tail = 32;
 static int configured = 0;
 static uint32_t crc_table[256];
 
@@ -196,26 +194,7 @@ static int one_liner_re(const unsigned char *s, Py_ssize_t n) {
 
 static double log1p_pos(double x) { return x > 0 ? log1p(x) : 0.0; }
 
-typedef struct { const unsigned char *s; Py_ssize_t n; int ent; } Tok;  /* s == NULL: the "|" separator */
-
-static int tok_isdigit(const Tok *t) {
-    if (!t->s || t->n == 0) return 0;
-    for (Py_ssize_t i = 0; i < t->n; i++) if (!is_d(t->s[i])) return 0;
-    return 1;
-}
-static long tok_int(const Tok *t) { long v = 0; for (Py_ssize_t i = 0; i < t->n; i++) v = v * 10 + (t->s[i] - '0'); return v; }
-
-static long number_at(const Tok *sel, Py_ssize_t j) {
-    const Tok *t = &sel[j];
-    if (tok_isdigit(t)) {
-        if (t->n > 6) return 0;
-        long v = tok_int(t);
-        if (t->n == 3 && j > 0 && tok_isdigit(&sel[j - 1]) && sel[j - 1].n <= 3) v += 1000 * tok_int(&sel[j - 1]);
-        return v;
-    }
-    if (t->s && t->ent >= 0 && (lex[t->ent].cats & C_NUMW)) return lex[t->ent].numval;
-    return 0;
-}
+typedef struct { const unsigned char *s; Py_ssize_t n; int ent; } Tok;
 
 static PyObject *scan_fill(PyObject *self, PyObject *args) {
     Py_buffer win, outb;
@@ -225,9 +204,9 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnw*i", &win, &n_chars, &n_chars_w, &outb, &layout)) return NULL;
     PyObject *ret = NULL;
     unsigned char *low = NULL, *tb = NULL;
-    Tok *toks = NULL, *sel = NULL;
+    Tok *toks = NULL;
     unsigned char *seen = NULL;
-    Py_ssize_t need = layout == 2 ? 44 + ngram_buckets : 19;
+    Py_ssize_t need = layout == 2 ? NG0 + ngram_buckets : 19;
     if (outb.itemsize != 4 || outb.len < need * 4 || !PyBuffer_IsContiguous(&outb, 'C')) {
         PyErr_SetString(PyExc_ValueError, "out must be a C-contiguous float32 buffer of the layout's width");
         goto done;
@@ -370,62 +349,20 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
         out[25] = (float)((double)inside / nb);
     }
     out[27] = (float)((n_dq >= 3 ? count_nonoverlap(low, n, "\"\"\"", 3) : 0) + n_nl_gt + n_colon_nl);
-    /* numeric targets */
-    double best_tokens = 0.0, best_count = 0.0;
-    if (present & (C_UNIT | C_LISTV)) {
-        Py_ssize_t ns;
-        if (nt > target_head + target_tail) {
-            ns = target_head + 1 + target_tail;
-            sel = (Tok *)malloc(sizeof(Tok) * (size_t)ns);
-            if (!sel) { PyErr_NoMemory(); goto done; }
-            memcpy(sel, toks, sizeof(Tok) * (size_t)target_head);
-            sel[target_head].s = NULL; sel[target_head].n = 0; sel[target_head].ent = -1;
-            memcpy(sel + target_head + 1, toks + nt - target_tail, sizeof(Tok) * (size_t)target_tail);
-        } else {
-            ns = nt;
-        }
-        const Tok *S = sel ? sel : toks;
-        for (Py_ssize_t i = 0; i < ns; i++) {
-            int e = S[i].ent;
-            if (!S[i].s || e < 0) continue;
-            if (lex[e].cats & C_UNIT) {
-                for (Py_ssize_t j = i - 1; j >= i - 3; j--) {
-                    if (j < 0) break;
-                    long v = number_at(S, j);
-                    if (v) {
-                        if ((double)v * lex[e].unit > best_tokens) best_tokens = (double)v * lex[e].unit;
-                        if (lex[e].unit_counts && (double)v > best_count) best_count = (double)v;
-                        break;
-                    }
-                }
-            } else if (lex[e].cats & C_LISTV) {
-                for (Py_ssize_t j = i + 1; j <= i + 2; j++) {
-                    if (j < ns && tok_isdigit(&S[j]) && S[j].n <= 4) {
-                        double v = (double)tok_int(&S[j]);
-                        if (v > best_count) best_count = v;
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    out[28] = (float)log1p_pos(best_tokens);
-    out[29] = (float)best_count;
-    out[30] = (best_tokens > 0 || best_count > 0) ? 1.0f : 0.0f;
-    out[31] = (float)n_q;
-    out[32] = (float)(n_q_nl + (ends_q ? 1 : 0));
+    out[28] = (float)n_q;
+    out[29] = (float)(n_q_nl + (ends_q ? 1 : 0));
     if (nt > 0 && toks[0].ent >= 0) {
-        out[33] = (lex[toks[0].ent].cats & C_WH) ? 1.0f : 0.0f;
-        out[34] = (lex[toks[0].ent].cats & C_YESNO) ? 1.0f : 0.0f;
+        out[30] = (lex[toks[0].ent].cats & C_WH) ? 1.0f : 0.0f;
+        out[31] = (lex[toks[0].ent].cats & C_YESNO) ? 1.0f : 0.0f;
     }
     double ncw = n_chars_w > 0 ? (double)n_chars_w : 1.0;
-    out[35] = (float)((double)(n - n_chars_w) / ncw);
-    if (out[35] > 0) {
-        out[36] = (float)((double)n_cjk / ncw);
-        out[37] = (float)((double)n_cyr / ncw);
+    out[32] = (float)((double)(n - n_chars_w) / ncw);
+    if (out[32] > 0) {
+        out[33] = (float)((double)n_cjk / ncw);
+        out[34] = (float)((double)n_cyr / ncw);
     }
-    for (int k = 0; k < N_TASK; k++) out[38 + k] = (float)task_count[k];
-    if (find_sub(low, n, "yes or no", 9) >= 0 || find_sub(low, n, "one word", 8) >= 0) out[39] += 2.0f;
+    for (int k = 0; k < N_TASK; k++) out[35 + k] = (float)task_count[k];
+    if (find_sub(low, n, "yes or no", 9) >= 0 || find_sub(low, n, "one word", 8) >= 0) out[36] += 2.0f;
     /* hashed unigrams + bigrams of the head and tail words */
     if (nt > 0) {
         const Py_ssize_t H = ngram_head, T = ngram_tail;
@@ -434,18 +371,18 @@ static PyObject *scan_fill(PyObject *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < m; k++) {
             const Tok *t = nt > H + T ? (k < H ? &toks[k] : &toks[nt - T + (k - H)]) : &toks[k];
             uint64_t h = (uint64_t)crc32_bytes(t->s, t->n);
-            out[44 + (Py_ssize_t)(h % (uint64_t)ngram_buckets)] = 1.0f;
+            out[NG0 + (Py_ssize_t)(h % (uint64_t)ngram_buckets)] = 1.0f;
             if (k > 0) {
                 uint64_t x = (prev * 0x9E3779B1ULL + h) & 0xFFFFFFFFULL;
                 x = ((x * 0x85EBCA6BULL) & 0xFFFFFFFFULL) >> 12;
-                out[44 + (Py_ssize_t)(x % (uint64_t)ngram_buckets)] = 1.0f;
+                out[NG0 + (Py_ssize_t)(x % (uint64_t)ngram_buckets)] = 1.0f;
             }
             prev = h;
         }
     }
     ret = Py_None; Py_INCREF(ret);
 done:
-    free(low); free(tb); free(toks); free(sel); free(seen);
+    free(low); free(tb); free(toks); free(seen);
     PyBuffer_Release(&win);
     PyBuffer_Release(&outb);
     return ret;
@@ -484,13 +421,13 @@ static int copy_bytes_list(PyObject *seq, char ***arr, Py_ssize_t **lens, Py_ssi
 }
 
 /* configure(entries, verb_cols, other_col, format_substrings, unicode_seps,
- *           ngram_buckets, ngram_head, ngram_tail, target_head, target_tail)
- * entries: list of (word: bytes, cats: int, rank: int, unit: float, unit_counts: bool, numval: int) */
+ *           ngram_buckets, ngram_head, ngram_tail)
+ * entries: list of (word: bytes, cats: int, rank: int) */
 static PyObject *scan_configure(PyObject *self, PyObject *args) {
     PyObject *entries, *vcols, *fmts, *seps;
     int oc;
-    long nb, nh, ntl, th, tt;
-    if (!PyArg_ParseTuple(args, "OOiOOlllll", &entries, &vcols, &oc, &fmts, &seps, &nb, &nh, &ntl, &th, &tt))
+    long nb, nh, ntl;
+    if (!PyArg_ParseTuple(args, "OOiOOlll", &entries, &vcols, &oc, &fmts, &seps, &nb, &nh, &ntl))
         return NULL;
     free_config();
     Py_ssize_t k = PySequence_Size(entries);
@@ -505,15 +442,15 @@ static PyObject *scan_configure(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *it = PySequence_GetItem(entries, i);
         if (!it) { free_config(); return NULL; }
-        const char *s; Py_ssize_t m; unsigned int cats; int rank, counts; double unit; long numval;
-        if (!PyArg_ParseTuple(it, "y#Iidpl", &s, &m, &cats, &rank, &unit, &counts, &numval)) {
+        const char *s; Py_ssize_t m; unsigned int cats; int rank;
+        if (!PyArg_ParseTuple(it, "y#Ii", &s, &m, &cats, &rank)) {
             Py_DECREF(it); free_config(); return NULL;
         }
         Entry *e = &lex[i];
         e->s = (char *)malloc((size_t)m + 1);
         if (!e->s) { Py_DECREF(it); free_config(); return PyErr_NoMemory(); }
         memcpy(e->s, s, (size_t)m);
-        e->len = m; e->cats = cats; e->rank = rank; e->unit = unit; e->unit_counts = counts; e->numval = numval;
+        e->len = m; e->cats = cats; e->rank = rank;
         n_lex = i + 1;
         Py_DECREF(it);
         size_t h = (size_t)fnv((const unsigned char *)e->s, m) & hmask;
@@ -537,8 +474,8 @@ static PyObject *scan_configure(PyObject *self, PyObject *args) {
     if (copy_bytes_list(fmts, &fmt_sub, &fmt_len, &n_fmt) < 0 || copy_bytes_list(seps, &useps, &usep_len, &n_useps) < 0) {
         free_config(); return NULL;
     }
-    ngram_buckets = nb; ngram_head = nh; ngram_tail = ntl; target_head = th; target_tail = tt;
-    if (nb <= 0 || nh < 0 || ntl < 0 || th < 0 || tt < 0) { free_config(); PyErr_SetString(PyExc_ValueError, "bad sizes"); return NULL; }
+    ngram_buckets = nb; ngram_head = nh; ngram_tail = ntl;
+    if (nb <= 0 || nh < 0 || ntl < 0) { free_config(); PyErr_SetString(PyExc_ValueError, "bad sizes"); return NULL; }
     configured = 1;
     Py_RETURN_NONE;
 }

@@ -15,13 +15,13 @@ import os
 __all__ = ["available", "fill"]
 
 _C_CODE, _C_CPLAIN, _C_CNUM, _C_VERB, _C_LINER = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4
-_C_UNIT, _C_LISTV, _C_NUMW, _C_LONG, _C_SHORT = 1 << 5, 1 << 6, 1 << 7, 1 << 8, 1 << 9
+_C_LONG, _C_SHORT = 1 << 8, 1 << 9
 _C_TRANS, _C_CONT, _C_CODET, _C_CREAT, _C_WH, _C_YESNO = 1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14, 1 << 15
 
 # The column layout the C code writes (it hard-codes these positions).
 _V2_DENSE = (
     "log_chars", "window_words", "window_lines", "first_par_chars", "last_par_chars", "paragraphs", "code_share",
-    "code_fences", "delimiters", "target_tokens", "target_count", "has_target", "question_marks", "question_lines",
+    "code_fences", "delimiters", "question_marks", "question_lines",
     "wh_opener", "yesno_opener", "non_ascii_share", "cjk_share", "cyrillic_share", "long_task", "short_cue",
     "transform_task", "continue_cue", "code_task", "creative_task",
 )
@@ -37,20 +37,16 @@ def _configure():
     from . import features as f1
     from . import features_v2 as f2
 
-    if tuple(f2.FEATURE_NAMES_V2[19:44]) != _V2_DENSE or f2._NGRAM0 != 44:
+    if tuple(f2.FEATURE_NAMES_V2[19:41]) != _V2_DENSE or f2._NGRAM0 != 41:
         return None  # the layout changed: the C code no longer matches, use Python
     lex: dict[bytes, list] = {}
 
-    def add(words, bit, **kw):
+    def add(words, bit, rank=None):
         for w in words:
-            e = lex.setdefault(w, [0, -1, 0.0, False, 0])
+            e = lex.setdefault(w, [0, -1])
             e[0] |= bit
-            if "rank" in kw and e[1] < 0:
-                e[1] = kw["rank"]
-            if "unit" in kw:
-                e[2], e[3] = kw["unit"], kw["counts"]
-            if "num" in kw:
-                e[4] = kw["num"]
+            if rank is not None and e[1] < 0:
+                e[1] = rank
 
     add(f1._CODE_WORDS, _C_CODE)
     add(f1._CONSTRAINT_PLAIN, _C_CPLAIN)
@@ -58,20 +54,15 @@ def _configure():
     add((b"liner",), _C_LINER)
     for rank, (_verb, forms) in enumerate(f1._VERB_PRIORITY):
         add(forms, _C_VERB, rank=rank)
-    for w, per in f2._UNIT_TOKENS.items():
-        add((w,), _C_UNIT, unit=float(per), counts=w not in f2._NOT_COUNTS)
-    add(f2._LIST_VERBS, _C_LISTV)
-    for w, v in f2._NUM_WORDS.items():
-        add((w,), _C_NUMW, num=int(v))
     for words, bit in ((f2._LONG_TASK, _C_LONG), (f2._SHORT_CUE, _C_SHORT), (f2._TRANSFORM, _C_TRANS),
                        (f2._CONTINUE, _C_CONT), (f2._CODE_TASK, _C_CODET), (f2._CREATIVE, _C_CREAT),
                        (f2._WH, _C_WH), (f2._YESNO, _C_YESNO)):
         add(words, bit)
-    entries = [(w, e[0], e[1], e[2], e[3], e[4]) for w, e in lex.items()]
+    entries = [(w, e[0], e[1]) for w, e in lex.items()]
     verb_cols = [f1._VERB_COL.get(v, f1._OTHER_COL) for v, _ in f1._VERB_PRIORITY]
     seps = [s for group in f1._UNICODE_SEPS.values() for s in group]
     _scan.configure(entries, verb_cols, f1._OTHER_COL, list(f1._FORMAT_SUBSTRINGS), seps, f2.NGRAM_BUCKETS,
-                    f2.NGRAM_HEAD_WORDS, f2.NGRAM_TAIL_WORDS, f2._TARGET_SCAN_HEAD, f2._TARGET_SCAN_TAIL)
+                    f2.NGRAM_HEAD_WORDS, f2.NGRAM_TAIL_WORDS)
     return _scan
 
 
