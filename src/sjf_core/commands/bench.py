@@ -33,8 +33,10 @@ def add_arguments(p) -> None:
                         "default: the prompt set shipped with sjf_core")
     g.add_argument("--scenario", default="burst",
                    help="comma-separated: burst, poisson, replay (default burst)")
-    g.add_argument("--n-short", type=int, default=25, help="burst: true-Short prompts (default 25)")
-    g.add_argument("--n-long", type=int, default=25, help="burst: true-Long prompts (default 25)")
+    g.add_argument("--n-short", type=int, default=None,
+                   help="burst: recorded-Short prompts (default 25, or as many as the data has)")
+    g.add_argument("--n-long", type=int, default=None,
+                   help="burst: recorded-Long prompts (default 25, or as many as the data has)")
     g.add_argument("--n-medium", type=int, default=0, help="burst: Medium prompts (default 0)")
     g.add_argument("--rho", default="0.55,0.74,0.85", help="poisson: utilisations ρ = λ·E[S] (default 0.55,0.74,0.85)")
     g.add_argument("--n-poisson", type=int, default=200, help="poisson: requests per ρ (default 200)")
@@ -80,8 +82,11 @@ def build_scenarios(args, rows, service) -> list:
     kinds = [s.strip() for s in args.scenario.split(",") if s.strip()]
     for kind in kinds:
         if kind == "burst":
-            jobs = wl.burst(rows, args.n_short, args.n_long, args.n_medium, seed=args.seed, max_tokens=args.max_tokens)
-            out.append(Scenario("burst", jobs, {"n_short": args.n_short, "n_long": args.n_long,
+            g = wl.by_class(rows)
+            n_short = args.n_short if args.n_short is not None else min(25, len(g[0]))
+            n_long = args.n_long if args.n_long is not None else min(25, len(g[2]))
+            jobs = wl.burst(rows, n_short, n_long, args.n_medium, seed=args.seed, max_tokens=args.max_tokens)
+            out.append(Scenario("burst", jobs, {"n_short": n_short, "n_long": n_long,
                                                 "n_medium": args.n_medium, "max_tokens": args.max_tokens}))
         elif kind == "poisson":
             if service is None:
@@ -99,8 +104,6 @@ def build_scenarios(args, rows, service) -> list:
                                 {"rho": args.replay_rho, "offset": args.replay_offset}))
         else:
             raise ValueError(f"unknown scenario {kind!r}: use burst, poisson, replay")
-    # the emulator identifies requests by prompt: one prompt must not appear in two scenarios
-    # with different lengths; renumbering keeps job idx unique per scenario only.
     return out
 
 
@@ -118,6 +121,11 @@ def default_data() -> str:
 
 
 def run(args) -> int:
+    import os
+
+    # no network: LiteLLM must not try to fetch its model cost map (here or in the proxies)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     if args.docs:
         from ..bench.suite import main as suite_main
 
