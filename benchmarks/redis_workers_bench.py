@@ -11,6 +11,14 @@ lengths) through a real LiteLLM proxy, once per contender, in one run:
 * ``sjf-3w-noredis`` (``--contrast``): the plugin with in-process queues and 3 workers,
   i.e. what happens without Redis: each worker admits on its own.
 
+By default (``--start held``) a request holding the emulator is sent first, the burst
+queues behind it for ``--settle-s`` seconds, then the emulator is freed and latencies
+count from that moment: this compares the orders the contenders choose, without the race
+for an idle backend at the start of a burst (whichever request reaches an idle backend
+first is served first, under any policy; with several workers that first request is a
+different one from run to run, and one Long served first moves the short P50 of a 40-request
+burst by ~0.5 s). ``--start idle`` sends the burst to an idle backend instead.
+
 For each: P50/P95 end-to-end latency per true class, the short-P50 reduction and the
 long-P95 inflation vs ``fcfs`` (same run, same prompts), and the emulator's maximum
 number of requests in flight. The claim checked: ``sjf-redis-3w`` keeps the backend at
@@ -23,7 +31,7 @@ later: every request must still complete (fail-open to per-process queues meanwh
 Usage::
 
     .venv/bin/python benchmarks/redis_workers_bench.py [--data ../shared/data/conversations/sharegpt.jsonl]
-        [--n 20] [--tokens-per-s 2000] [--contrast] [--restart] [--json out.json]
+        [--n 20] [--tokens-per-s 2000] [--start held|idle] [--seed 0] [--contrast] [--restart] [--json out.json]
 
 Prompt text is only sent to the local emulator; nothing is logged or written but numbers.
 """
@@ -49,6 +57,7 @@ from sjf_core.proxy_runner import LiteLLMProxy, proxy_config  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations" / "sharegpt.jsonl"
 MODEL = "emu"
+HOLD_PROMPT = "Keep the backend busy while the burst queues (benchmark hold)."
 
 
 def contenders(redis_url: str, contrast: bool, restart: bool) -> list[tuple[str, int, bool, dict]]:
@@ -84,18 +93,40 @@ async def redis_counters(url: str, prefix: str, backend: str) -> dict:
         snap = await q.snapshot()
     finally:
         await q.aclose()
-    return {k: snap[k] for k in ("dispatched", "promoted", "expired_leases", "expired_waiters", "reasserted",
-                                 "tau_s", "mean_short_service_s")}
+    return {k: snap[k] for k in ("waiting", "dispatched", "promoted", "expired_leases", "expired_waiters",
+                                 "reasserted", "tau_s", "mean_short_service_s")}
 
 
-async def run_burst(base_url: str, key: str, jobs, label: str, on_midway=None):
+async def run_burst(base_url: str, key: str, jobs, label: str, emu, held: bool, settle_s: float,
+                    queued=None, on_midway=None):
+    """Send the burst; returns its records. ``held``: a request holding the backend is sent
+    first, the burst queues behind it for ``settle_s``, then the backend is freed, and
+    latencies count from that moment (no race for an idle backend at the start)."""
     sender = HttpSender(base_url, MODEL, key)
     try:
-        if on_midway is None:
-            return await drive(jobs, sender, label)
+        hold = None
+        if held:
+            hold = asyncio.ensure_future(sender(Job(-1, HOLD_PROMPT, 1, 0.0, None), "hold"))
+            end = time.monotonic() + 120
+            while emu.stats()["generating"] < 1 and time.monotonic() < end:
+                await asyncio.sleep(0.01)
         task = asyncio.ensure_future(drive(jobs, sender, label))
-        await on_midway()
-        return await task
+        released_at = None
+        if held:
+            await asyncio.sleep(settle_s)
+            if queued is not None:
+                print(f"[{label}] queued before the backend was freed: {await queued()}", flush=True)
+            emu.release_holds()
+            released_at = time.monotonic()
+        if on_midway is not None:
+            await on_midway()
+        records = await task
+        if hold is not None:
+            await hold
+        if released_at is not None:
+            for r in records:
+                r.submit = max(r.submit, released_at)
+        return records
     finally:
         await sender.aclose()
 
@@ -113,6 +144,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--contrast", action="store_true", help="also run 3 workers without Redis")
     ap.add_argument("--restart", action="store_true", help="also run a burst with a Redis restart midway")
+    ap.add_argument("--start", choices=("held", "idle"), default="held",
+                    help="held: the burst queues behind a busy backend, latencies from its release (default); "
+                         "idle: the burst hits an idle backend, so whichever request arrives first is served first")
+    ap.add_argument("--settle-s", type=float, default=2.0, help="held start: seconds the burst queues")
     ap.add_argument("--only", default=None, help="comma list of contenders to run (fcfs is always run)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -122,6 +157,7 @@ def main(argv=None) -> int:
     rows = load_rows(args.data)
     jobs = burst(rows, args.n, args.n, seed=args.seed, max_long_tokens=args.max_long_tokens)
     trace = [{"prompt": j.prompt, "answer_tokens": j.tokens} for j in jobs]
+    trace.append({"prompt": HOLD_PROMPT, "answer_tokens": 1, "fault": "hold"})
     server = RedisServer().start()
     emu = EmulatorThread(tokens_per_s=args.tokens_per_s, slots=1, on_disconnect="stop", trace_records=trace)
     results: dict[str, dict] = {}
@@ -150,7 +186,15 @@ def main(argv=None) -> int:
                             await asyncio.sleep(0.02)
                         await asyncio.get_running_loop().run_in_executor(None, lambda: server.restart(0.5))
                         restarted["at_served"] = emu.stats()["served"]
-                records = asyncio.run(run_burst(proxy.openai_base_url, proxy.master_key, jobs, label, midway))
+                queued = None
+                if "SJF_REDIS_URL" in env:
+                    async def queued(prefix=env["SJF_REDIS_PREFIX"]):
+                        return (await redis_counters(server.url, prefix, emu.base_url))["waiting"], "in Redis"
+                elif not plugin:
+                    async def queued():
+                        return emu.stats()["waiting"], "in the emulator"
+                records = asyncio.run(run_burst(proxy.openai_base_url, proxy.master_key, jobs, label, emu,
+                                                args.start == "held", args.settle_s, queued, midway))
                 st = emu.stats()
                 log_tail = proxy.log_text()
                 shared = asyncio.run(redis_counters(server.url, env["SJF_REDIS_PREFIX"], emu.base_url)) \
@@ -186,7 +230,8 @@ def main(argv=None) -> int:
     n_short = sum(1 for j in jobs if j.klass == 0)
     n_long = sum(1 for j in jobs if j.klass == 2)
     print(f"\nburst of {len(jobs)} ShareGPT prompts ({n_short} Short, {n_long} Long; recorded lengths), "
-          f"emulator 1 slot at {args.tokens_per_s:.0f} tokens/s; end-to-end latency, seconds")
+          f"emulator 1 slot at {args.tokens_per_s:.0f} tokens/s, start {args.start}; end-to-end latency, seconds"
+          + (" from the moment the backend was freed" if args.start == "held" else ""))
     print(f"{'contender':<22}{'workers':>8}{'short P50':>10}{'long P95':>10}{'short-P50 red.':>16}"
           f"{'long-P95 infl.':>16}{'max in flight':>15}{'failed':>8}")
     for label, r in results.items():
@@ -211,7 +256,8 @@ def main(argv=None) -> int:
               f"{r['fail_open_logged']}, recovery logged: {r['recovered_logged']}, max in flight "
               f"{r['emulator_max_in_flight']} (fail-open admits per process)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"jobs": len(jobs), "results": results}, indent=2, default=str))
+        Path(args.json).write_text(json.dumps({"jobs": len(jobs), "start": args.start, "seed": args.seed,
+                                               "results": results}, indent=2, default=str))
     return 0 if ok else 1
 
 

@@ -391,7 +391,11 @@ async def test_tau_is_measured_on_redis_and_shared(stores):
     await long_t.acquire()
     before = (await q2.snapshot())["mean_short_service_s"]
     await long_t.arelease(1500)  # true Long: does not move the Short mean
-    assert (await q2.snapshot())["mean_short_service_s"] == before
+    snap = await q1.snapshot()
+    assert snap["mean_short_service_s"] == before
+    # the service statistics (expected service for deadlines and FCFS bounds) are shared too
+    assert snap["service_s_by_class"][2] < 30.1 and snap["service_s_by_class"][1] == 8.5
+    assert 0 < snap["service_s_per_token"] < 0.01
 
 
 # ---- events, keys ---------------------------------------------------------------------------

@@ -31,8 +31,9 @@ one backend lives in one Redis Cluster slot):
   Redis and is measured on Redis server time, so clock skew between hosts does not matter.
   The dispatch rule mirrors :class:`~sjf_core.pending.HeapPending`: due deadlines (latest
   start time, EDF), then the promotion rule ("fcfs-bound", "aging", "strict" or
-  "one-in-k", their state kept in Redis), then priority, key, arrival. Expected service
-  times (deadlines, FCFS bounds) come from this process's observed service statistics.
+  "one-in-k", their state kept in Redis), then priority, key, arrival. The service
+  statistics behind expected service times (deadlines, FCFS bounds; as
+  :class:`~sjf_core.service.ServiceStats`) are kept in Redis too, fed by every process.
 
 When Redis is unreachable (connection refused, timeout, a restart that lost the data):
 
@@ -290,7 +291,9 @@ class RedisAdmissionQueue:
 
         Returns:
             dict with ``in_flight`` and ``waiting`` (int, all processes), ``tau_s`` (float,
-            s; inf when off), ``mean_short_service_s`` (float, s), ``epoch`` (str), ``holders`` (list of
+            s; inf when off), ``mean_short_service_s`` (float, s), ``epoch`` (str),
+            ``service_s_by_class`` (mean service s per predicted class, shared by all
+            processes), ``service_s_per_token`` (NaN until known), ``holders`` (list of
             {owner, held_s, klass}), ``waiting_by_owner`` ({owner: count}; an owner is
             "<pid>@<host>") and the server-side counters (int): enqueued, dispatched, promoted, released,
             cancelled, expired_leases, expired_waiters, reasserted, completed_short,
@@ -308,6 +311,9 @@ class RedisAdmissionQueue:
         fields = dict(zip(r[6::2], r[7::2]))
         for k in _COUNTERS:
             out[k] = int(fields.get(k, 0))
+        seeds = self._policy_args.service_seeds
+        out["service_s_by_class"] = [float(fields.get(f"sp{c}", seeds[c])) for c in range(3)]
+        out["service_s_per_token"] = float(fields.get("spt", "nan"))
         # who holds and who waits (read-only; the owner of an entry is "<pid>@<host>")
         pipe = ls.fast.pipeline(transaction=False)
         pipe.time()
@@ -386,7 +392,8 @@ class RedisAdmissionQueue:
     def _args(self, extra: list) -> list:
         a = self._policy_args
         return [self.tag, self.slots, a.tau_mode, a.tau_value, a.initial_short_s, a.alpha, a.k,
-                self.waiter_ttl_s, self.redis_lease_ttl_s, a.promotion, a.key_span, a.horizon, a.slack, a.floor, *extra]
+                self.waiter_ttl_s, self.redis_lease_ttl_s, a.promotion, a.key_span, a.horizon, a.slack, a.floor,
+                *a.service_seeds, a.service_alpha, *extra]
 
     async def _run(self, ls: _LoopState, name: str, extra: list) -> list:
         return await ls.scripts[name](keys=self.keys, args=self._args(extra))
@@ -401,26 +408,18 @@ class RedisAdmissionQueue:
             if ls.hb_task is not None and ls.expiry_at < ls.hb_wake_at:
                 ls.hb_kick.set()
 
-    def _expected(self, entry) -> float:
-        """Expected service seconds of ``entry`` from this process's observed service times
-        (the :class:`~sjf_core.service.ServiceStats` the in-process queue uses), or 0."""
-        service = getattr(self.local.pending, "service", None)
-        if service is None:
-            return 0.0
-        try:
-            x = float(service.expected_s(entry.klass, entry.expected_tokens))
-        except Exception:
-            return 0.0
-        return x if math.isfinite(x) and x >= 0 else 0.0
+    @staticmethod
+    def _tokens(entry) -> str:
+        """Predicted answer tokens (for the server's expected service time), or "0"."""
+        x = float(entry.expected_tokens or 0.0)
+        return repr(x) if math.isfinite(x) and x > 0 else "0"
 
-    def _expected_s(self, entry) -> str:
-        return repr(self._expected(entry))
-
-    def _latest_start(self, entry) -> str:
-        """Deadline minus expected service, relative to now (s), or "" without a deadline."""
+    def _deadline_in(self, entry) -> str:
+        """The deadline relative to now (s), or "" without one. The server subtracts the
+        expected service time (shared statistics) to get the latest start time."""
         if entry.deadline is None or not math.isfinite(entry.deadline):
             return ""
-        return f"{entry.deadline - self._expected(entry) - self.clock():.6f}"
+        return f"{entry.deadline - self.clock():.6f}"
 
     def _observe(self, entry, service_s: float, answer_tokens) -> None:
         """Feed this process's service statistics (deadlines, fail-open queue)."""
@@ -549,6 +548,9 @@ class ServerPolicy:
         key_span: key distance between a typical Short and Long (aging scale).
         horizon: aging horizon in multiples of τ.
         slack, floor: "fcfs-bound" parameters.
+        service_seeds: seeds of the mean service seconds of Short, Medium, Long
+            (:class:`~sjf_core.service.ServiceStats`, paper Table 1 scaled).
+        service_alpha: EWMA weight of the service statistics.
     """
 
     tau_mode: str
@@ -561,6 +563,8 @@ class ServerPolicy:
     horizon: float
     slack: float
     floor: float
+    service_seeds: tuple = (2.0, 8.5, 30.1)
+    service_alpha: float = 0.1
 
 
 def policy_server_args(policy: Policy) -> ServerPolicy:
@@ -586,6 +590,8 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
         alpha=float(c.ewma_alpha), k=int(pending.k), promotion=promotion,
         key_span=float(getattr(pending, "key_span", 1.0)), horizon=float(getattr(pending, "horizon", 8.0)),
         slack=float(getattr(pending, "slack", 0.0)), floor=float(getattr(pending, "floor", 1.0)),
+        service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
+        service_alpha=float(pending.service.alpha),
     )
 
 
@@ -741,9 +747,8 @@ class RedisTicket:
         while True:
             age = max(0.0, q.clock() - self.entry.arrival)
             prio = max(-(10**9), min(10**9, int(self.entry.priority)))
-            self.work = q._expected_s(self.entry)
             args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}",
-                    q._latest_start(self.entry), self.work, OWNER]
+                    q._deadline_in(self.entry), q._tokens(self.entry), OWNER]
             self._enqueue_task = ls.spawn(q._run(ls, "enqueue", args))
             try:
                 r = await asyncio.shield(self._enqueue_task)
@@ -793,8 +798,9 @@ class RedisTicket:
 
     def _granted(self, signal: str) -> None:
         q = self.queue
-        fence, dispatched, promoted, in_flight = signal.split()
+        fence, dispatched, promoted, in_flight, *rest = signal.split()
         self.fence, self.dispatched_server = fence, dispatched
+        self.work = rest[0] if rest else "0"
         self.mode = "redis"
         now = q.clock()
         self.entry.dispatched_at = now
@@ -937,12 +943,13 @@ class RedisTicket:
                     true_class = class_of_tokens(answer_tokens)
             except TypeError:
                 pass
-        self._release_task = ls.spawn(self._send_release(true_class))
+        tokens = answer_tokens if isinstance(answer_tokens, (int, float)) and answer_tokens > 0 else -1
+        self._release_task = ls.spawn(self._send_release(true_class, tokens))
 
-    async def _send_release(self, true_class: int) -> None:
+    async def _send_release(self, true_class: int, answer_tokens: float) -> None:
         q, ls = self.queue, self._ls
         try:
-            r = await q._run(ls, "release", [self.fence, true_class])
+            r = await q._run(ls, "release", [self.fence, true_class, answer_tokens])
             q._summary(r, 2, ls)
             q._mark_up()
         except q._errors as exc:  # the lease expires by itself; the request is not affected

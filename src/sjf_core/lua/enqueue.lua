@@ -1,12 +1,13 @@
 -- enqueue: ARGV[A] policy key, ARGV[A+1] priority (integer), ARGV[A+2] predicted class
 -- (0/1/2), ARGV[A+3] age at enqueue (s; > 0 for a retry that keeps its arrival),
--- ARGV[A+4] latest start time relative to now (s; deadline minus expected service) or "",
--- ARGV[A+5] expected service time (s, from the caller's observed service statistics),
--- ARGV[A+6] owner ("<pid>@<host>", no spaces: shown by snapshot, for operators and tests).
+-- ARGV[A+4] deadline relative to now (s) or "", ARGV[A+5] predicted answer tokens (for the
+-- expected service time, from the shared service statistics), ARGV[A+6] owner
+-- ("<pid>@<host>", no spaces: shown by snapshot, for operators and tests).
 -- Returns {id, epoch, arrival, grant or "", in_flight, waiting, tau, next_expiry}.
 local e = epoch()
 local id = string.format('%017.0f', redis.call('INCR', K_SEQ))
-local key, prio, klass, work, owner = ARGV[A], ARGV[A + 1], ARGV[A + 2], ARGV[A + 5], ARGV[A + 6]
+local key, prio, klass, owner = ARGV[A], ARGV[A + 1], ARGV[A + 2], ARGV[A + 6]
+local work = num(expected_s(tonumber(klass), tonumber(ARGV[A + 5])))
 local arrival = NOW - tonumber(ARGV[A + 3])
 local level, score = prio, key
 local tau = tau_s()
@@ -32,7 +33,8 @@ redis.call('ZADD', K_LV, int(-tonumber(level)), level)
 redis.call('ZADD', K_AGE, fmt(arrival), id)
 redis.call('ZADD', K_ALIVE, fmt(NOW + WAITER_TTL), id)
 if ARGV[A + 4] ~= '' then
-  redis.call('ZADD', K_DL, fmt(NOW + tonumber(ARGV[A + 4])), id)
+  -- latest start time: deadline minus expected service (EDF)
+  redis.call('ZADD', K_DL, fmt(NOW + tonumber(ARGV[A + 4]) - tonumber(work)), id)
 end
 redis.call('HINCRBY', K_ST, 'enqueued', 1)
 reap()

@@ -14,7 +14,8 @@
 --   9 li      HASH fence -> "id klass dispatched_at work owner"
 --  10 st      HASH τ state (mean = mean Short service time, s; since = dispatches since
 --             the last promotion; aging frame; fcfs-bound waiting work and mean
---             backlog) and counters
+--             backlog), service statistics (sp0..sp2 = mean service s per predicted
+--             class, spt = s per answer token) and counters
 --  11 epoch   string: server time (µs) when this state was created; changes when Redis
 --             lost its data (restart without persistence)
 --  12 dl      ZSET waiting ids with a deadline, by latest start time (server s)
@@ -28,7 +29,8 @@
 -- (seconds or multiple), initial mean Short service time (s), EWMA alpha, promotion k
 -- (1 = strict), waiter TTL (s), lease TTL (s), promotion ("strict" | "one-in-k" | "aging"
 -- | "fcfs-bound"), key span, aging horizon (multiples of τ), fcfs-bound slack, fcfs-bound
--- floor. Script-specific arguments start at ARGV[15].
+-- floor, seeds of the mean service time of Short, Medium, Long (s), service EWMA alpha.
+-- Script-specific arguments start at ARGV[19].
 --
 -- Numbers are stored with string.format: redis.call would format Lua numbers with
 -- %.14g, and a script returns Lua numbers truncated to integers.
@@ -53,7 +55,9 @@ local SPAN = tonumber(ARGV[11])
 local HORIZON = tonumber(ARGV[12])
 local SLACK = tonumber(ARGV[13])
 local FLOOR = tonumber(ARGV[14])
-local A = 15
+local SEEDS = {ARGV[15], ARGV[16], ARGV[17]}
+local SALPHA = tonumber(ARGV[18])
+local A = 19
 
 local _t = redis.call('TIME')
 local NOW = tonumber(_t[1]) + tonumber(_t[2]) / 1000000
@@ -93,6 +97,32 @@ end
 
 local function stnum(field)
   return tonumber(redis.call('HGET', K_ST, field) or '0')
+end
+
+-- Service statistics shared by all processes (sjf_core.service.ServiceStats, by predicted
+-- class): expected service seconds of a request of class klass with expected_tokens.
+local function expected_s(klass, tokens)
+  local spt = tonumber(redis.call('HGET', K_ST, 'spt') or '')
+  if tokens > 0 and spt then return tokens * spt end
+  if klass < 0 or klass > 2 then klass = 1 end
+  return tonumber(redis.call('HGET', K_ST, 'sp' .. klass) or SEEDS[klass + 1])
+end
+
+-- ServiceStats.observe: one completed request of predicted class klass held its slot s
+-- seconds and answered `tokens` tokens (<= 0: unknown).
+local function observe_service(klass, s, tokens)
+  if not (s >= 0) or s == math.huge then return end
+  if klass >= 0 and klass <= 2 then
+    local f = 'sp' .. klass
+    local m = tonumber(redis.call('HGET', K_ST, f) or SEEDS[klass + 1])
+    redis.call('HSET', K_ST, f, num(m + SALPHA * (s - m)))
+  end
+  if tokens > 0 then
+    local x = s / tokens
+    local spt = tonumber(redis.call('HGET', K_ST, 'spt') or '')
+    if spt then x = spt + SALPHA * (x - spt) end
+    redis.call('HSET', K_ST, 'spt', num(x))
+  end
 end
 
 -- Remove a waiting ticket from every index. Returns true if it was waiting.
@@ -171,8 +201,9 @@ local function grant(id, promoted)
   redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0') .. ' ' .. (info[7] or '?'))
   redis.call('HSET', K_HELD, id, fence)
   local wk = P .. ':w:' .. id
+  -- the signal: fence, dispatch time, promoted, slots in use, expected work (s)
   redis.call('RPUSH', wk, fence .. ' ' .. fmt(NOW) .. ' ' .. (promoted and '1' or '0') .. ' '
-    .. tostring(redis.call('ZCARD', K_LEASES)))
+    .. tostring(redis.call('ZCARD', K_LEASES)) .. ' ' .. (info[6] or '0'))
   redis.call('PEXPIRE', wk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
   redis.call('HINCRBY', K_ST, 'dispatched', 1)
   if promoted then redis.call('HINCRBY', K_ST, 'promoted', 1) end

@@ -1,7 +1,8 @@
 -- release: ARGV[A] fence, ARGV[A+1] true class of the answer (0/1/2) or -1 (unknown: use
--- the predicted class). Only the holder of this fence can free this lease: a stale holder
+-- the predicted class), ARGV[A+2] answer tokens (or -1). Only the holder of this fence can free this lease: a stale holder
 -- (lease expired and maybe granted again under a new fence) frees nothing.
--- Updates the mean Short service time (EWMA on server time) that τ is derived from.
+-- Updates the mean Short service time (EWMA on server time) that τ is derived from, and
+-- the shared service statistics (per predicted class, seconds per token).
 -- Returns {"1" | "0", service_s or "", in_flight, waiting, tau, next_expiry}.
 epoch()
 local f = drop_lease(ARGV[A])
@@ -12,6 +13,7 @@ if f then
   if f[3] then
     local s = NOW - tonumber(f[3])
     out[2] = fmt(s)
+    observe_service(tonumber(f[2]), s, tonumber(ARGV[A + 2]))
     local cls = tonumber(ARGV[A + 1])
     if cls < 0 then cls = tonumber(f[2]) end
     if cls == 0 and s >= 0 then
