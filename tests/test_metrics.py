@@ -217,3 +217,18 @@ async def test_overload_rejections_counted_by_reason(reg):
     waiter.release(10)
     assert val(reg, "sjf_rejections_total", backend=b, reason=ei.value.reason) == 1
     assert val(reg, "sjf_queue_depth", backend=b) == 0 and val(reg, "sjf_in_flight", backend=b) == 0
+
+
+def test_backend_label_with_lone_surrogates_keeps_the_exposition_valid():
+    """A queue key that is not valid UTF-8 must not break the text exposition (LiteLLM's /metrics)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from sjf_core.metrics import backend_label
+
+    reg = CollectorRegistry()
+    from prometheus_client import Gauge
+
+    g = Gauge("sjf_test_depth", "test", ["backend"], registry=reg)
+    g.labels(backend_label("http://127.0.0.1:1/v1/\udcff\ud800")).set(1)
+    text = generate_latest(reg).decode("utf-8")
+    assert "sjf_test_depth" in text

@@ -105,7 +105,8 @@ def backend_label(key: Any) -> str:
             s = urlunsplit((parts.scheme, host, parts.path, "", ""))
     except ValueError:
         pass
-    return s[:200]
+    # A label must encode as UTF-8, or the whole exposition (LiteLLM's /metrics too) fails.
+    return s[:200].encode("utf-8", "replace").decode("utf-8")
 
 
 def _reason_label(reason: Any) -> str:
