@@ -11,13 +11,15 @@ lengths) through a real LiteLLM proxy, once per contender, in one run:
 * ``sjf-3w-noredis`` (``--contrast``): the plugin with in-process queues and 3 workers,
   i.e. what happens without Redis: each worker admits on its own.
 
-By default (``--start held``) a request holding the emulator is sent first, the burst
-queues behind it for ``--settle-s`` seconds, then the emulator is freed and latencies
-count from that moment: this compares the orders the contenders choose, without the race
-for an idle backend at the start of a burst (whichever request reaches an idle backend
-first is served first, under any policy; with several workers that first request is a
-different one from run to run, and one Long served first moves the short P50 of a 40-request
-burst by ~0.5 s). ``--start idle`` sends the burst to an idle backend instead.
+By default (``--start idle``) the burst hits an idle emulator, as in the paper's burst
+scenario. Whichever request reaches an idle backend first is served first under any
+policy; with several workers that first request differs from run to run, and one Long
+served first moves the short P50 of a 40-request burst by ~0.5 s. So each contender
+serves ``--reps`` bursts (default 3) on the same proxy and latencies are pooled (the
+per-burst reductions are printed too). ``--start held`` instead queues the burst behind a
+request holding the emulator for ``--settle-s`` seconds and counts latencies from its
+release; every request has then waited, which τ-based promotion counts (use it with
+``--tau off`` to compare pure orders).
 
 For each: P50/P95 end-to-end latency per true class, the short-P50 reduction and the
 long-P95 inflation vs ``fcfs`` (same run, same prompts), and the emulator's maximum
@@ -31,7 +33,8 @@ later: every request must still complete (fail-open to per-process queues meanwh
 Usage::
 
     .venv/bin/python benchmarks/redis_workers_bench.py [--data ../shared/data/conversations/sharegpt.jsonl]
-        [--n 20] [--tokens-per-s 2000] [--start held|idle] [--seed 0] [--contrast] [--restart] [--json out.json]
+        [--n 20] [--reps 3] [--tokens-per-s 2000] [--start idle|held] [--tau off] [--seed 0]
+        [--contrast] [--restart] [--json out.json]
 
 Prompt text is only sent to the local emulator; nothing is logged or written but numbers.
 """
@@ -142,9 +145,12 @@ def main(argv=None) -> int:
     ap.add_argument("--max-long-tokens", type=int, default=1500, help="skip Long rows longer than this")
     ap.add_argument("--tokens-per-s", type=float, default=2000.0, help="emulator generation rate")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reps", type=int, default=3,
+                    help="bursts per contender on the same proxy; latencies are pooled over them")
+    ap.add_argument("--tau", default=None, help="SJF_TAU of the plugin contenders (default: the plugin's)")
     ap.add_argument("--contrast", action="store_true", help="also run 3 workers without Redis")
     ap.add_argument("--restart", action="store_true", help="also run a burst with a Redis restart midway")
-    ap.add_argument("--start", choices=("held", "idle"), default="held",
+    ap.add_argument("--start", choices=("held", "idle"), default="idle",
                     help="held: the burst queues behind a busy backend, latencies from its release (default); "
                          "idle: the burst hits an idle backend, so whichever request arrives first is served first")
     ap.add_argument("--settle-s", type=float, default=2.0, help="held start: seconds the burst queues")
@@ -162,12 +168,18 @@ def main(argv=None) -> int:
     emu = EmulatorThread(tokens_per_s=args.tokens_per_s, slots=1, on_disconnect="stop", trace_records=trace)
     results: dict[str, dict] = {}
     summaries = {}
+    per_rep: dict[str, list] = {}
+    from sjf_core.emulator import short_hash
+
+    hold_hash = short_hash(HOLD_PROMPT)
     try:
         wanted = None if not args.only else {"fcfs", *args.only.split(",")}
         for label, workers, plugin, env in contenders(server.url, args.contrast, args.restart):
             if wanted is not None and label not in wanted:
                 continue
             env = {"SJF_REDIS_PREFIX": f"bench-{label}", **env}
+            if plugin and args.tau is not None:
+                env["SJF_TAU"] = args.tau
             t0 = time.monotonic()
             proxy = LiteLLMProxy(proxy_config({MODEL: [emu.base_url]}, plugin=plugin), num_workers=workers,
                                  env=env, startup_timeout_s=600)
@@ -193,9 +205,18 @@ def main(argv=None) -> int:
                 elif not plugin:
                     async def queued():
                         return emu.stats()["waiting"], "in the emulator"
-                records = asyncio.run(run_burst(proxy.openai_base_url, proxy.master_key, jobs, label, emu,
-                                                args.start == "held", args.settle_s, queued, midway))
-                st = emu.stats()
+                records, reps, max_in_flight, orders = [], [], 0, []
+                for rep in range(1 if midway is not None else args.reps):
+                    emu.reset()
+                    recs = asyncio.run(run_burst(proxy.openai_base_url, proxy.master_key, jobs, label, emu,
+                                                 args.start == "held", args.settle_s, queued, midway))
+                    st = emu.stats()
+                    max_in_flight = max(max_in_flight, st["max_in_flight"])
+                    orders.append([o["tokens"] for o in st["order"] if o["hash"] != hold_hash])
+                    reps.append(recs)
+                    records += recs
+                    time.sleep(0.5)  # let the last releases land
+                per_rep[label] = reps
                 log_tail = proxy.log_text()
                 shared = asyncio.run(redis_counters(server.url, env["SJF_REDIS_PREFIX"], emu.base_url)) \
                     if "SJF_REDIS_URL" in env else {}
@@ -204,14 +225,14 @@ def main(argv=None) -> int:
             summ = summarize(records, label)
             summaries[label] = summ
             results[label] = {
-                "workers": workers, "plugin": plugin, "redis_mode": "SJF_REDIS_URL" in env,
-                "emulator_max_in_flight": st["max_in_flight"], "served": st["served"],
+                "workers": workers, "plugin": plugin, "redis_mode": "SJF_REDIS_URL" in env, "reps": len(reps),
+                "emulator_max_in_flight": max_in_flight, "served": sum(len(r) for r in reps),
                 "failed": summ.failed, "completed": len(records) - summ.failed,
                 "short_p50_s": summ.classes["short"].get("e2e", "p50"),
                 "long_p95_s": summ.classes["long"].get("e2e", "p95"),
                 "makespan_s": summ.makespan_s,
                 # recorded answer tokens in the order the emulator served them
-                "service_order_tokens": [o["tokens"] for o in st["order"]],
+                "service_order_tokens": orders,
                 "redis": shared,
             }
             if restarted:
@@ -227,10 +248,14 @@ def main(argv=None) -> int:
     for label, summ in summaries.items():
         results[label]["short_p50_reduction"] = short_p50_reduction(summ, fcfs)
         results[label]["long_p95_inflation"] = long_p95_inflation(summ, fcfs)
+        results[label]["short_p50_reduction_per_rep"] = [
+            short_p50_reduction(summarize(a, label), summarize(b, "fcfs"))
+            for a, b in zip(per_rep[label], per_rep["fcfs"])]
     n_short = sum(1 for j in jobs if j.klass == 0)
     n_long = sum(1 for j in jobs if j.klass == 2)
     print(f"\nburst of {len(jobs)} ShareGPT prompts ({n_short} Short, {n_long} Long; recorded lengths), "
-          f"emulator 1 slot at {args.tokens_per_s:.0f} tokens/s, start {args.start}; end-to-end latency, seconds"
+          f"emulator 1 slot at {args.tokens_per_s:.0f} tokens/s, start {args.start}, {args.reps} bursts per "
+          f"contender pooled; end-to-end latency, seconds"
           + (" from the moment the backend was freed" if args.start == "held" else ""))
     print(f"{'contender':<22}{'workers':>8}{'short P50':>10}{'long P95':>10}{'short-P50 red.':>16}"
           f"{'long-P95 infl.':>16}{'max in flight':>15}{'failed':>8}")
@@ -246,6 +271,10 @@ def main(argv=None) -> int:
     b = results["sjf-1proc"]["short_p50_reduction"]
     gap_pp = 100 * abs(a - b)
     ok = results["sjf-redis-3w"]["emulator_max_in_flight"] == 1 and gap_pp <= 10
+    for label, r in results.items():
+        if label != "fcfs":
+            print(f"  {label}: short-P50 reduction per burst: "
+                  + ", ".join(f"{x:+.1%}" for x in r["short_p50_reduction_per_rep"]))
     print(f"\nRedis, 3 workers vs single process: short-P50 reduction {a:.1%} vs {b:.1%} "
           f"(gap {gap_pp:.1f} pp; target ≤ 10 pp); max in flight "
           f"{results['sjf-redis-3w']['emulator_max_in_flight']} (target 1): {'OK' if ok else 'NOT MET'}")
