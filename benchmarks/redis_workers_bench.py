@@ -15,7 +15,7 @@ By default (``--start idle``) the burst hits an idle emulator, as in the paper's
 scenario. Whichever request reaches an idle backend first is served first under any
 policy; with several workers that first request differs from run to run, and one Long
 served first moves the short P50 of a 40-request burst by ~0.5 s. So each contender
-serves ``--reps`` bursts (default 3) on the same proxy and latencies are pooled (the
+serves ``--reps`` bursts (default 5) on the same proxy and latencies are pooled (the
 per-burst reductions are printed too). ``--start held`` instead queues the burst behind a
 request holding the emulator for ``--settle-s`` seconds and counts latencies from its
 release; every request has then waited, which τ-based promotion counts (use it with
@@ -33,7 +33,7 @@ later: every request must still complete (fail-open to per-process queues meanwh
 Usage::
 
     .venv/bin/python benchmarks/redis_workers_bench.py [--data ../shared/data/conversations/sharegpt.jsonl]
-        [--n 20] [--reps 3] [--tokens-per-s 2000] [--start idle|held] [--tau off] [--seed 0]
+        [--n 20] [--reps 5] [--tokens-per-s 2000] [--start idle|held] [--tau off] [--seed 0]
         [--contrast] [--restart] [--json out.json]
 
 Prompt text is only sent to the local emulator; nothing is logged or written but numbers.
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-long-tokens", type=int, default=1500, help="skip Long rows longer than this")
     ap.add_argument("--tokens-per-s", type=float, default=2000.0, help="emulator generation rate")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--reps", type=int, default=3,
+    ap.add_argument("--reps", type=int, default=5,
                     help="bursts per contender on the same proxy; latencies are pooled over them")
     ap.add_argument("--tau", default=None, help="SJF_TAU of the plugin contenders (default: the plugin's)")
     ap.add_argument("--contrast", action="store_true", help="also run 3 workers without Redis")
