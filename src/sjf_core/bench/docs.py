@@ -162,13 +162,20 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
                        _yes(w["added_p50_ms"] <= TARGETS["wrapper_p50_ms"])])
     if queue:
         big = max(r["waiters"] for r in queue["rows"])
-        for lvl in ("pending", "admission"):
-            rs = [r for r in queue["rows"] if r["level"] == lvl and r["waiters"] == big]
-            for r in rs:
-                checks.append([f"queue ops ({lvl}, {r['policy']}, {r['promotion']}) at {big:,} waiters",
+        floor = [r["us_per_op"] for r in queue["rows"] if r["level"] == "handoff" and r["waiters"] == big]
+        for r in queue["rows"]:
+            if r["waiters"] != big or r["level"] == "handoff":
+                continue
+            if r["level"] == "pending":
+                checks.append([f"queue ops, pending structure ({r['policy']}, {r['promotion']}), {big:,} waiters",
                                "≤ 20 µs/op", f"{r['us_per_op']:.1f} µs/op (×{r['growth']:.2f} vs 1k)",
                                _yes(r["us_per_op"] <= TARGETS["queue_us"])])
-
+            elif floor:
+                own = r["us_per_op"] - floor[0]
+                checks.append([f"queue ops, live AdmissionQueue minus the asyncio floor ({r['policy']}, "
+                               f"{r['promotion']}), {big:,} waiters", "≤ 20 µs/op",
+                               f"{own:.1f} µs/op ({r['us_per_op']:.1f} − {floor[0]:.1f})",
+                               _yes(own <= TARGETS["queue_us"])])
     # ---- page --------------------------------------------------------------------------------
     lines += [
         "# Benchmarks",
@@ -310,7 +317,7 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
                   "`AdmissionQueue` (a task per request, a future, a wake-up); `handoff` the same task dance with "
                   "a bare FIFO of futures and no queue logic (the asyncio floor).", "",
                   "| level | policy | promotion | waiters | µs/op | growth vs 1k |", "|---|---|---|---|---|---|"]
-        for r in queue["rows"]:
+        for r in queue["rows"] + queue.get("slow_rows", []):
             lines.append(f"| {r['level']} | {r['policy']} | {r['promotion']} | {r['waiters']:,} | "
                          f"{r['us_per_op']:.2f} | ×{r['growth']:.2f} |")
         lines += ["", _QUEUE_NOTES, ""]
@@ -374,8 +381,11 @@ numbers; the median of the paired differences is the steadier estimate. Both inc
 scoring the prompt (features + ONNX) and the admission round trip through the queue."""
 
 _QUEUE_NOTES = """\
-The pure pending structures stay flat (O(log n)) from 1k to 100k waiters with the
-`strict` and `one-in-k` promotion rules. The live admission path costs more per request
+The pure pending structures grow slowly (O(log n)) from 1k to 100k waiters with the
+default, `strict` and `one-in-k` promotion rules. The `aging` rule (available, not the
+default) rebuilds its heap whenever τ has drifted by more than 10 %, which with variable
+service times happens every few operations: its cost grows linearly with the queue (last
+rows, measured at 1k and 10k only; at 100k one run would take hours). The live admission path costs more per request
 than the structure because each request is an asyncio task waiting on a future: compare
 it with `handoff`, the cost of that task dance with no queue logic at all; the difference
 is the queue's own share. A promotion rule whose cost grows with N shows it here as a

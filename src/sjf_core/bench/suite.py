@@ -66,6 +66,8 @@ REPLAY = dict(rho=0.8, n=200, offset=0, tokens_per_s=4000.0, policies="fcfs,sjf,
 REAL = dict(n_short=8, n_long=8, max_tokens=200, seed=0, policies="fcfs,litellm-priority,sjf")
 OVERHEAD = dict(plugin_n=400, wrapper_n=600)
 QUEUE = dict(sizes="1000,10000,100000", ops=20000, repeat=3, promotions="default,strict,one-in-k")
+#: promotion rules whose cost grows with the queue: measured at small sizes only (they would take hours at 100k)
+QUEUE_SLOW = dict(sizes="1000,10000", ops=2000, repeat=1, promotions="aging", levels="pending", policies="sjf")
 
 
 def repo_root() -> Path:
@@ -301,7 +303,13 @@ def section_queue(progress: bool) -> dict:
                "--repeat", str(QUEUE["repeat"]), "--promotions", QUEUE["promotions"], "--json", str(out)]
         subprocess.run(cmd, check=True)
         data = json.loads(out.read_text())
-    return {"environment": environment(), "config": QUEUE, **data}
+        slow = Path(d) / "slow.json"
+        cmd = [sys.executable, str(script), "--sizes", QUEUE_SLOW["sizes"], "--ops", str(QUEUE_SLOW["ops"]),
+               "--repeat", str(QUEUE_SLOW["repeat"]), "--promotions", QUEUE_SLOW["promotions"],
+               "--levels", QUEUE_SLOW["levels"], "--policies", QUEUE_SLOW["policies"], "--json", str(slow)]
+        subprocess.run(cmd, check=True)
+        data["slow_rows"] = json.loads(slow.read_text())["rows"]
+    return {"environment": environment(), "config": QUEUE, "config_slow": QUEUE_SLOW, **data}
 
 
 RUNNERS = {
