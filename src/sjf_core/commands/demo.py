@@ -51,6 +51,9 @@ def add_arguments(p) -> None:
     p.add_argument("--promotion", default=None, help="plugin τ promotion rule (default: the core's)")
     p.add_argument("--no-stream", action="store_true", help="send non-streaming requests (no TTFT column)")
     p.add_argument("--stagger-ms", type=float, default=10.0, help="gap between submissions in the burst, ms")
+    p.add_argument("--no-hold", action="store_true",
+                   help="do not hold the backend until the whole burst is queued (latency then includes "
+                        "the proxy's ingestion, and a busy machine trickles the burst in)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -151,18 +154,40 @@ class RunStats:
 
 
 # ---- the burst ---------------------------------------------------------------------------
+BLOCKER_PROMPT = "clairvoyant-sjf demo: hold the backend while the burst is queued"
+
+
+async def _wait_until(cond, timeout_s: float, every_s: float = 0.05) -> bool:
+    """Poll ``cond()`` (a cheap local check) until it is true or ``timeout_s`` passes."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        await asyncio.sleep(every_s)
+    return cond()
+
+
 async def run_burst(base_url: str, api_key: str, prompts: list[DemoPrompt], stream: bool, stagger_s: float,
-                    on_done=None, model: str = "demo") -> list[Result]:
-    """Submit every prompt (in list order, ``stagger_s`` apart) and wait for all answers."""
+                    on_done=None, model: str = "demo", held=None) -> list[Result]:
+    """Submit every prompt (in list order, ``stagger_s`` apart) and wait for all answers.
+
+    With ``held=(emulator, queued)``, the burst is "submitted together" as in the paper's
+    burst benchmark (§5.3): a blocker request first holds the backend, the burst is sent,
+    and once ``queued()`` reports every request waiting (in the plugin's queue or in the
+    backend's FIFO) the blocker is released. Latencies are then measured from that release,
+    so how fast the proxy ingests the burst (slow on a busy machine) cannot turn the burst
+    into a trickle that FCFS and SJF serve alike.
+    """
     import openai
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=900,
                                 http_client=openai.DefaultAsyncHttpxClient())
+    release_at: list[float] = []
 
     async def one(p: DemoPrompt, delay: float) -> Result:
         await asyncio.sleep(delay)
         res = Result(p.klass, p.answer_tokens)
-        t0 = time.monotonic()
+        t0 = t_submit = time.monotonic()
         try:
             msgs = [{"role": "user", "content": p.text}]
             if stream:
@@ -175,12 +200,36 @@ async def run_burst(base_url: str, api_key: str, prompts: list[DemoPrompt], stre
             res.e2e_s = time.monotonic() - t0
         except Exception as exc:  # reported in the table, never raised
             res.error = type(exc).__name__
+        if release_at:  # held burst: every request was queued before the release
+            shift = release_at[0] - t_submit
+            res.e2e_s -= shift
+            res.ttft_s -= shift
         if on_done:
             on_done()
         return res
 
+    async def blocker() -> None:
+        msgs = [{"role": "user", "content": BLOCKER_PROMPT}]
+        try:
+            await client.chat.completions.create(model=model, messages=msgs, max_tokens=1)
+        except Exception:
+            pass
+
     try:
-        return await asyncio.gather(*[one(p, i * stagger_s) for i, p in enumerate(prompts)])
+        if held is None:
+            return await asyncio.gather(*[one(p, i * stagger_s) for i, p in enumerate(prompts)])
+        emu, queued = held
+        block = asyncio.create_task(blocker())
+        if not await _wait_until(lambda: emu.stats().get("held", 0) >= 1, 120):
+            print("warning: the blocker request never reached the backend", file=sys.stderr)
+        tasks = [asyncio.create_task(one(p, i * stagger_s)) for i, p in enumerate(prompts)]
+        if not await _wait_until(lambda: queued() >= len(prompts), 120):
+            print(f"warning: only {queued()} of {len(prompts)} requests queued before the release", file=sys.stderr)
+        release_at.append(time.monotonic())
+        emu.release_holds()
+        results = await asyncio.gather(*tasks)
+        await block
+        return results
     finally:
         await client.close()
 
@@ -232,6 +281,25 @@ def predictor_ranking(prompts: list[DemoPrompt]) -> float | None:
         return None
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _plugin_waiting(port: int) -> int:
+    """Requests waiting in the plugin's queues, from its read-only status endpoint (0 if unreachable)."""
+    import httpx
+
+    try:
+        st = httpx.get(f"http://127.0.0.1:{port}/sjf/status", timeout=2).json()
+        return sum(int(b.get("waiting", 0)) for b in st.get("backends", {}).values())
+    except Exception:
+        return 0
+
+
 def run(args) -> int:
     from ..emulator import EmulatorThread
     from ..proxy_runner import LiteLLMProxy, ProxyStartError, proxy_config
@@ -263,16 +331,22 @@ def run(args) -> int:
     print(f"sjf demo: {len(prompts)} prompts from {source}: {n_by['short']} Short, {n_by['medium']} Medium, "
           f"{n_by['long']} Long; {total_tokens} answer tokens")
     print(f"backend: emulator, 1 slot, {rate:g} tokens/s (~{total_tokens / rate:.0f} s of work per run); "
-          f"{'streaming' if not args.no_stream else 'non-streaming'}, burst submitted {args.stagger_ms:g} ms apart")
+          f"{'streaming' if not args.no_stream else 'non-streaming'}, burst submitted {args.stagger_ms:g} ms apart"
+          + ("" if args.no_hold else ", backend held until all are queued, latency from the release"))
     acc = predictor_ranking(prompts)
     print("plugin: " + ", ".join(f"{k}={v}" for k, v in shown.items())
           + (f"; predictor ranking accuracy on this burst: {acc:.2f}" if acc is not None else ""))
     print("starting the emulator and two LiteLLM proxies (FCFS: no plugin; SJF: litellm_sjf) ...", flush=True)
 
-    emu = EmulatorThread(tokens_per_s=rate, slots=1,
-                         trace_records=[{"prompt": p.text, "answer_tokens": p.answer_tokens} for p in prompts])
+    trace = [{"prompt": p.text, "answer_tokens": p.answer_tokens} for p in prompts]
+    trace.append({"prompt": BLOCKER_PROMPT, "answer_tokens": 1, "fault": "hold"})
+    emu = EmulatorThread(tokens_per_s=rate, slots=1, trace_records=trace)
+    status_port = _free_port()
+    sjf_env.setdefault("SJF_STATUS_PORT", str(status_port))
     proxies = {"FCFS": LiteLLMProxy(proxy_config({"demo": [emu.base_url]}, plugin=False)),
                "SJF": LiteLLMProxy(proxy_config({"demo": [emu.base_url]}, plugin=True), env=sjf_env)}
+    queued = {"FCFS": lambda: emu.stats().get("waiting", 0),
+              "SJF": lambda: emu.stats().get("waiting", 0) + _plugin_waiting(int(sjf_env["SJF_STATUS_PORT"]))}
     runs: list[RunStats] = []
     try:
         with ThreadPoolExecutor(2) as ex:
@@ -289,8 +363,10 @@ def run(args) -> int:
                 bar.set_description(name)
             emu.reset()
             t0 = time.monotonic()
+            held = None if args.no_hold else (emu, queued[name])
             results = asyncio.run(run_burst(proxy.openai_base_url, proxy.master_key, prompts, not args.no_stream,
-                                            args.stagger_ms / 1000.0, on_done=bar.update if bar else None))
+                                            args.stagger_ms / 1000.0, on_done=bar.update if bar else None,
+                                            held=held))
             st = emu.stats()
             if st["max_in_flight"] > 1 and name == "SJF":
                 print(f"warning: the backend saw {st['max_in_flight']} requests at once under SJF", file=sys.stderr)
