@@ -4,7 +4,8 @@ the base model never saw.
 1. Train a base model (``sjf train --preset rank``, v2) on every source except ``--holdout``.
 2. For N in {90, 180, 240, 500} and ``--seeds`` draws of N prompts from the held-out source's
    train+val split (by prompt; never its test split):
-   * **base + N**: continue boosting the base model on the N rows (what ``sjf train --base`` does);
+   * **base + N**: continue boosting the base model on the N rows, as many trees as 5-fold
+     cross-validation on those rows supports, possibly none (what ``sjf train --base`` does);
    * **N only**: a model trained from scratch on the N rows;
 3. Score the held-out source's test split (row level, paper Eq. 2) and print mean ± std.
 
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
     import xgboost as xgb
 
     from sjf_core.rank_metrics import ranking_accuracy
-    from sjf_core.train import DOMAIN_PARAMS, PRESETS, TrainConfig, featurize_groups, fit, group_weights
+    from sjf_core.train import DOMAIN_PARAMS, PRESETS, TrainConfig, featurize_groups, fit, fit_domain, group_weights
     from sjf_core.train_data import build_dataset, load_rows
 
     t0 = time.time()
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
         if n > len(pool):
             print(f"N={n}: only {len(pool)} prompts in the pool, skipped", file=sys.stderr)
             continue
-        cont, scratch = [], []
+        cont, scratch, trees = [], [], []
         for seed in range(args.seeds):
             rng = np.random.default_rng(1000 + seed)
             idx = rng.choice(len(pool), size=n, replace=False)
@@ -93,23 +94,25 @@ def main(argv=None) -> int:
             fit_i, val_i = idx[n_val:], idx[:n_val]
             dcfg = TrainConfig(name="domain", kind="regressor", layout="v2", nthread=args.nthread,
                                params={**dparams, "random_state": seed})
-            m, _ = fit(dcfg, Xpool[fit_i], ypool[fit_i], Xpool[val_i], ypool[val_i], progress=False,
-                       base_model=booster)
+            m, _, added = fit_domain(dcfg, Xpool[idx], ypool[idx], booster)
             cont.append(acc(m))
+            trees.append(added)
             scfg = TrainConfig(name="scratch", kind="regressor", layout="v2", nthread=args.nthread,
                                params={**params, "random_state": seed, "n_estimators": 300})
             m2, _ = fit(scfg, Xpool[fit_i], ypool[fit_i], Xpool[val_i], ypool[val_i], progress=False)
             scratch.append(acc(m2))
-        results["curve"][n] = {"base_plus_n": [float(v) for v in cont], "n_only": [float(v) for v in scratch]}
+        results["curve"][n] = {"base_plus_n": [float(v) for v in cont], "n_only": [float(v) for v in scratch],
+                               "trees_added": trees}
         print(f"  N={n} done ({time.time() - t0:.0f} s)", file=sys.stderr)
 
     print(f"Domain retraining on held-out source '{hold}' (test split: {n_s} Short / {n_l} Long rows; "
           f"ranking accuracy %, mean ± std over {args.seeds} draws)")
-    print(f"{'N logged prompts':>17}  {'base zero-shot':>15}  {'base + N (--base)':>18}  {'N only (scratch)':>17}")
+    print(f"{'N logged prompts':>17}  {'base zero-shot':>15}  {'base + N (--base)':>18}  {'trees added':>12}  "
+          f"{'N only (scratch)':>17}")
     for n, r in results["curve"].items():
         c, s = np.array(r["base_plus_n"]), np.array(r["n_only"])
         print(f"{n:>17}  {100 * zero:>15.1f}  {100 * c.mean():>10.1f} ± {100 * c.std():>4.1f}  "
-              f"{100 * s.mean():>9.1f} ± {100 * s.std():>4.1f}")
+              f"{np.median(r['trees_added']):>12.0f}  {100 * s.mean():>9.1f} ± {100 * s.std():>4.1f}")
     print(f"({time.time() - t0:.0f} s)")
     if args.json:
         with open(args.json, "w") as f:

@@ -29,7 +29,7 @@ from .layouts import get_layout
 from .predictor import META_BOUNDS, META_KIND, META_LAYOUT, META_SIGMA
 from .train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset
 
-__all__ = ["PRESETS", "DOMAIN_PARAMS", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
+__all__ = ["PRESETS", "DOMAIN_PARAMS", "fit_domain", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
 
 #: XGBoost hyper-parameter presets. ``paper`` is the paper's §4.3 replication preset.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -40,10 +40,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-#: Continued boosting for domain retraining (``sjf train --base``, paper §5.1): a few more,
-#: smaller steps on the user's logs, early-stopped on their validation part.
-DOMAIN_PARAMS: dict[str, Any] = {"n_estimators": 150, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.9,
-                                 "min_child_weight": 2.0, "reg_lambda": 5.0, "early_stopping_rounds": 30,
+#: Continued boosting for domain retraining (``sjf train --base``, paper §5.1): small trees
+#: added on top of the base model; how many (possibly none) is chosen by cross-validation
+#: on the user's logs (:func:`fit_domain`).
+DOMAIN_PARAMS: dict[str, Any] = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.9,
+                                 "min_child_weight": 2.0, "reg_lambda": 5.0, "early_stopping_rounds": 20,
                                  "random_state": 42}
 
 
@@ -188,6 +189,60 @@ def fit(cfg: TrainConfig, X: np.ndarray, y_log: np.ndarray, X_val: np.ndarray | 
     return model, max(sigma, 0.05)
 
 
+def fit_domain(cfg: TrainConfig, X: np.ndarray, y_log: np.ndarray, base_booster, nfold: int = 5,
+               progress: bool = False, sample_weight: np.ndarray | None = None):
+    """Domain retraining (paper §5.1): continue boosting ``base_booster`` on a user's logs.
+
+    The number of added trees is chosen by ``nfold``-fold cross-validation (RMSE of
+    ln(1 + tokens)) with the base model's output as the starting margin; when no number of
+    trees beats the base model's own cross-validated error, none is added. Regressors only.
+
+    Args:
+        X: features [N, F]; y_log: ln(1 + answer tokens) [N] (all of the user's training rows).
+
+    Returns:
+        (sklearn-API model containing the base trees plus the added ones, log_sigma, added_trees)
+    """
+    import xgboost as xgb
+
+    if cfg.kind != "regressor":
+        raise ValueError("domain retraining (--base) supports regressor base models")
+    params = dict(cfg.params)
+    params.pop("kind", None)
+    es = int(params.pop("early_stopping_rounds", 20))
+    max_rounds = int(params.pop("n_estimators", 300))
+    seed = int(params.pop("random_state", 42))
+    # A booster saved after early stopping carries best_iteration, which would make predict()
+    # and the ONNX export ignore every tree added after it: continue from a clean copy.
+    base_booster = base_booster.copy()
+    base_booster.set_attr(best_iteration=None, best_score=None, best_ntree_limit=None)
+    margin = base_booster.predict(xgb.DMatrix(X), output_margin=True)
+    base_rmse = float(np.sqrt(np.mean((margin - y_log) ** 2))) if len(y_log) else 1.0
+    rounds, cv_rmse = 0, base_rmse
+    nfold = max(2, min(nfold, len(y_log) // 10))
+    if len(y_log) >= 20:
+        dtrain = xgb.DMatrix(X, label=y_log, base_margin=margin, weight=sample_weight, nthread=cfg.nthread)
+        booster_params = {"objective": "reg:squarederror", "eval_metric": "rmse", "nthread": cfg.nthread,
+                          "tree_method": "hist", "eta": params.pop("learning_rate", 0.05), "seed": seed, **params}
+        cv = xgb.cv(booster_params, dtrain, num_boost_round=max_rounds, nfold=nfold, early_stopping_rounds=es,
+                    seed=seed, shuffle=True, as_pandas=False)
+        test_rmse = np.asarray(cv["test-rmse-mean"], dtype=np.float64)
+        i_best = int(np.argmin(test_rmse))
+        if test_rmse[i_best] < base_rmse:
+            rounds, cv_rmse = i_best + 1, float(test_rmse[i_best])
+    p = dict(cfg.params)
+    p.pop("kind", None)
+    p.pop("early_stopping_rounds", None)
+    p["n_estimators"] = max(rounds, 1)
+    callbacks = [_progress_callback(p["n_estimators"], f"domain {cfg.name}")] if progress else None
+    model = xgb.XGBRegressor(objective="reg:squarederror", n_jobs=cfg.nthread, tree_method="hist", callbacks=callbacks,
+                             **p)
+    if rounds == 0:  # keep the base model: add one tree that predicts 0 (learning rate 0)
+        model.set_params(learning_rate=0.0)
+    model.fit(X, y_log, sample_weight=sample_weight, xgb_model=base_booster, verbose=False)
+    return model, max(cv_rmse, 0.05), rounds
+
+
 def export_onnx(model, kind: str, layout: str, n_features: int, path: str | Path, log_sigma: float = 1.0,
                 extra_meta: dict | None = None) -> Path:
     """Convert a fitted XGBoost model to ONNX (onnxmltools) with the ``sjf.*`` metadata.
@@ -246,7 +301,13 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         base_booster = xgb.Booster()
         base_booster.load_model(str(booster_file))
     w = group_weights(ds, tr_keys, cfg.source_weighting)
-    model, sigma = fit(cfg, X, y, Xv, yv, progress=progress, base_model=base_booster, sample_weight=w)
+    added = None
+    if base_booster is not None:  # cross-validated on all of the user's train+val prompts
+        Xa, ya = np.vstack([X, Xv]), np.concatenate([y, yv])
+        wa = group_weights(ds, tr_keys + va_keys, cfg.source_weighting)
+        model, sigma, added = fit_domain(cfg, Xa, ya, base_booster, progress=progress, sample_weight=wa)
+    else:
+        model, sigma = fit(cfg, X, y, Xv, yv, progress=progress, sample_weight=w)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = out_dir / f"{cfg.name}.onnx"
@@ -271,6 +332,7 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         "best_iteration": int(best_it) if best_it is not None else None,
         "log_sigma": sigma if cfg.kind == "regressor" else None,
         "base_model": cfg.base,
+        "domain_trees_added": added,
         "split": {"by": "prompt (whitespace-normalised), across files", "seed": SPLIT_SEED,
                   "test_fraction": TEST_FRACTION, "val_fraction": VAL_FRACTION},
         "labels": "one example per distinct prompt; target = median ln(1 + answer tokens) over its answers",
