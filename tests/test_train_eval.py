@@ -89,7 +89,7 @@ TOPICS = ["cats", "rivers", "the moon", "bread", "trains", "chess", "music", "vo
           "tea", "maps", "robots", "salt", "clouds", "paper", "ships", "owls", "coffee", "snow"]
 
 
-def _corpus(n: int, seed: int) -> list[dict]:
+def _corpus(n: int, seed: int, explain_tokens: tuple[int, int] = (150, 700)) -> list[dict]:
     rng = random.Random(seed)
     rows = []
     for i in range(n):
@@ -101,7 +101,7 @@ def _corpus(n: int, seed: int) -> list[dict]:
             words = rng.choice([1000, 1500, 2000, 3000])
             p, t = f"Write a {words}-word essay about {topic}, in detail. ({i})", int(words * 1.3 * rng.uniform(0.7, 1.1))
         else:
-            p, t = f"Explain {topic} to a child. ({i})", rng.randint(150, 700)
+            p, t = f"Explain {topic} to a child. ({i})", rng.randint(*explain_tokens)
         rows.append({"prompt": p, "response_tokens": t, "model": "synthetic"})
     return rows
 
@@ -238,11 +238,13 @@ def test_domain_retraining_continues_from_base(corpus, trained, tmp_path):
     from sjf_core.predictor import load_predictor
 
     domain = tmp_path / "domain.jsonl"
-    domain.write_text("\n".join(json.dumps(r) for r in _corpus(120, 3)) + "\n")
+    # the user's backend answers "Explain ..." at essay length: a shift the base has not seen
+    domain.write_text("\n".join(json.dumps(r) for r in _corpus(200, 3, explain_tokens=(1500, 3000))) + "\n")
     assert _train(["--base", str(trained / "syn_v2.onnx"), "--data", str(domain), "--name", "dom", "--out-dir",
                    str(tmp_path), "--layout", "v2", "--set", "n_estimators=20", "--no-eval"]) == 0
     card = json.loads((tmp_path / "dom.json").read_text())
     assert card["base_model"].endswith("syn_v2.onnx")
+    assert card["domain_trees_added"] > 0  # cross-validation found the shift worth trees
     p = load_predictor(tmp_path / "dom.onnx")
     assert p.info.kind == "regressor" and p.info.layout == "v2"
     import xgboost as xgb
@@ -253,6 +255,11 @@ def test_domain_retraining_continues_from_base(corpus, trained, tmp_path):
     assert n_base < dom.num_boosted_rounds() <= n_base + 20  # trees were added (early stopping may cut some)
     x = xgb.DMatrix(p.features_many([r["prompt"] for r in _corpus(30, 5)]))
     np.testing.assert_allclose(dom[:n_base].predict(x), base.predict(x), atol=1e-6)  # base trees kept as they were
+    # the exported model uses every tree (base + added), not the base's early-stopping cut
+    full = dom.predict(x, iteration_range=(0, dom.num_boosted_rounds()))
+    texts = [r["prompt"] for r in _corpus(30, 5)]
+    mu_onnx = np.log1p(p.score_many(texts)) - 0.5 * p.info.log_sigma ** 2
+    np.testing.assert_allclose(mu_onnx, full, atol=1e-4)
     # a published ONNX-only model has no booster to continue from: clear error
     model_a = Path(__file__).resolve().parents[1] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
     assert _train(["--base", str(model_a), "--data", str(domain), "--name", "x", "--out-dir", str(tmp_path),
