@@ -51,7 +51,7 @@ async def main() -> None:
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key=args.api_key, timeout=600)
     if not args.plain:
-        client = openai_sjf.wrap(client)  # <- the one-line change (slots=1, policy="sjf", tau="3x")
+        client = openai_sjf.wrap(client)  # <- the one-line change (slots=1, policy="sjf-tokens", tau="3x")
 
     t0 = time.perf_counter()
 

@@ -75,14 +75,14 @@ def wrap(
 
     Every ``POST`` to ``/chat/completions``, ``/completions`` and ``/responses``
     waits for a slot of the backend's queue, in the policy's order (shortest
-    predicted answer first for ``"sjf"``); other requests pass straight through.
+    predicted answer first for the default ``"sjf-tokens"``); other requests pass straight through.
 
     Args:
         client: an ``openai.AsyncOpenAI`` (or subclass, e.g. ``AsyncAzureOpenAI``)
             using an ``httpx.AsyncClient``.
         slots: concurrent requests the backend gets (>= 1; default 1, a serial
             backend). Applies when this wrap creates the backend's queue.
-        policy: "sjf" (default), "sjf-tokens", "fcfs", or a ``sjf_core`` Policy.
+        policy: "sjf-tokens" (default: expected answer tokens), "sjf" (P(Long)), "fair", "fcfs", or a ``sjf_core`` Policy.
         tau: starvation bound τ: "3x" (default, × mean Short service time),
             seconds (float), or "off" (paper §3.4).
         predictor: a ``sjf_core`` predictor (anything with
