@@ -19,7 +19,7 @@ env var                    file key                         meaning (default)
                                                             this many seconds is force-released (safety net)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_ORPHAN_HOLD_MAX_S``  ``orphan_hold_max_s``            120: longest hold after an orphaned non-stream call
-``SJF_ORPHAN_GRACE_S``     ``orphan_grace_s``               0.5: shortest hold after an orphaned non-stream call
+``SJF_ORPHAN_GRACE_S``     ``orphan_grace_s``               2.0: shortest hold after an orphaned non-stream call
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
                                                             :class:`sjf_core.overload.OverloadConfig` fields, e.g.
                                                             ``{"max_queue_depth": 32}``; refusals become HTTP 429
@@ -74,7 +74,7 @@ class PluginSettings:
     lease_ttl_s: float = 900.0
     drain_max_s: float = 600.0
     orphan_hold_max_s: float = 120.0
-    orphan_grace_s: float = 0.5
+    orphan_grace_s: float = 2.0
     predictor: Any = "default"
     overload: Any = None
     backend_overload: dict = field(default_factory=dict)
