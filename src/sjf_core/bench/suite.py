@@ -115,11 +115,22 @@ def _scenario_from_json(d: dict) -> ScenarioResult:
                           d.get("backend_stats") or {}, d.get("workload") or {}, d.get("wall_s") or 0.0)
 
 
+def _rounded(obj, digits: int = 4):
+    """Floats rounded to ``digits`` decimals (0.1 ms for timestamps in seconds): smaller files."""
+    if isinstance(obj, float):
+        return round(obj, digits)
+    if isinstance(obj, dict):
+        return {k: _rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v, digits) for v in obj]
+    return obj
+
+
 def _save(name: str, obj: dict) -> Path:
     out = repo_root() / "docs" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
-        json.dump(to_jsonable(obj), f, separators=(",", ":"))
+        json.dump(_rounded(to_jsonable(obj)), f, separators=(",", ":"))
     return out
 
 
