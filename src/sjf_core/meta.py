@@ -22,26 +22,25 @@ DEADLINE_HEADER = "x-sjf-deadline-s"
 _MAX_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
-def _as_int(v: Any) -> int | None:
+def _finite(v: Any) -> float | None:
+    """``v`` as a finite float, or None (booleans, non-numbers, NaN and ±inf are refused)."""
     if isinstance(v, bool):
         return None
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    if not math.isfinite(f):
-        return None
-    return int(f)
+    return f if math.isfinite(f) else None
+
+
+def _as_int(v: Any) -> int | None:
+    f = _finite(v)
+    return None if f is None else int(f)
 
 
 def _as_pos_float(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) and f > 0 else None
+    f = _finite(v)
+    return f if f is not None and f > 0 else None
 
 
 def request_meta(body: Any, headers: Mapping[str, str] | None = None) -> RequestMeta:
