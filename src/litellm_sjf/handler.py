@@ -445,10 +445,7 @@ class SJFHandler(CustomLogger):
         try:
             call = self._find(request_data)
             if call is not None and not call.draining:
-                status = getattr(original_exception, "status_code", None)
-                t = call.ticket
-                if (status == 499 and t is not None and t.state == "running" and not call.stream
-                        and self.settings.on_disconnect_for(call.backend) == "drain"):
+                if self._client_left_mid_answer(call, original_exception):
                     self._hold_orphan(call)
                 else:
                     self._release(call, None, "failure")
@@ -456,6 +453,13 @@ class SJFHandler(CustomLogger):
             self.counters["fail_open"] += 1
             _log_fault("litellm_sjf failure hook failed")
         return None
+
+    def _client_left_mid_answer(self, call: _Call, exc: Any) -> bool:
+        """True when ``exc`` is LiteLLM's 499 (client disconnected) for a non-streamed
+        call running on a ``drain`` backend: the backend may still be generating."""
+        t = call.ticket
+        return (getattr(exc, "status_code", None) == 499 and t is not None and t.state == "running"
+                and not call.stream and self.settings.on_disconnect_for(call.backend) == "drain")
 
     def _hold_orphan(self, call: _Call) -> None:
         """A non-streamed answer whose client left: LiteLLM cancelled the upstream call,
@@ -502,6 +506,10 @@ class SJFHandler(CustomLogger):
                 # only the attempt this event reports on: a retry admitted after it ended is not touched
                 end = end_time.timestamp() if hasattr(end_time, "timestamp") else None
                 if end is not None and call.acquired_wall > end + 0.001:
+                    continue
+                # LiteLLM logs a client's disconnect (499) before it runs the failure hook
+                if not forget and self._client_left_mid_answer(call, kwargs.get("exception")):
+                    self._hold_orphan(call)
                     continue
                 self._release(call, _usage_tokens(response_obj), "backup", forget=forget)
         except Exception:

@@ -378,7 +378,8 @@ class Emulator:
         requests in the order they got a slot: ``{"seq", "hash" (12 hex of the prompt's
         SHA-256), "id" (x-emulator-request-id header or None), "tokens" (planned),
         "outcome" ("running", "held", "ok", "error", "dropped", "disconnected"),
-        "keys" (the request body's top-level field names)}``."""
+        "keys" (the request body's top-level field names), "t_in" / "t_out" (monotonic
+        seconds at which the request arrived / its handler returned)}``."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
         d.update(held=self.held, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
@@ -467,6 +468,8 @@ class Emulator:
 
         s = self._stats
         s.received += 1
+        t_in = time.monotonic()
+        rec = None
         s.in_flight += 1
         s.max_in_flight = max(s.max_in_flight, s.in_flight)
         try:
@@ -491,7 +494,7 @@ class Emulator:
             s.max_generating = max(s.max_generating, s.generating)
             self._seq += 1
             rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
-                   "keys": sorted(body)}
+                   "keys": sorted(body), "t_in": round(t_in, 4)}
             s.order.append(rec)
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)
@@ -500,6 +503,8 @@ class Emulator:
                 self._slots.release()
         finally:
             s.in_flight -= 1
+            if rec is not None:
+                rec["t_out"] = round(time.monotonic(), 4)
 
     async def _generate(self, request, endpoint, body, text, n_tokens, finish, stream, fault, rec):
         s = self._stats
