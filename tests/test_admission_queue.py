@@ -323,3 +323,87 @@ async def test_rejected_ticket_release_is_a_no_op():
     holder.release()
     await waiting
     assert q.in_flight == 1
+
+
+# ---- lazy scoring (ticket(scorer=...)): the predictor only where there is an order to decide ----
+class Events(QueueEvents):
+    def __init__(self):
+        self.log = []
+
+    def on_enqueue(self, queue, entry):
+        self.log.append(("enqueue", entry.seq, entry.scored))
+
+    def on_complete(self, queue, entry, service_s, answer_tokens):
+        self.log.append(("complete", entry.seq, entry.scored, entry.klass))
+
+
+async def test_lazy_scoring_skips_the_predictor_at_zero_contention():
+    ev = Events()
+    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="3x"), listeners=[ev])
+    calls = []
+    short_s = q.pending.service.by_predicted[0]
+    t = q.ticket(scorer=lambda: (calls.append(1) or pred(0.9), None))
+    await t.acquire()
+    assert t.state == "running" and not t.entry.scored
+    t.release(40)
+    await settle()
+    assert calls == [] and q.in_flight == 0 and q.stats.fallback == 0
+    assert ev.log == [("enqueue", 0, False), ("complete", 0, False, t.entry.klass)]
+    # it fed the true-class statistics only: no predicted class was invented for it
+    assert q.pending.service.by_predicted[0] == short_s and q.pending.tau.completed_short == 1
+
+
+async def test_lazy_scoring_scores_the_runner_and_newcomers_once_the_order_matters():
+    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="3x", promotion="fcfs-bound"))
+    calls = []
+
+    def scorer(name, p_long):
+        return lambda: (calls.append(name) or pred(p_long), None)
+
+    runner = q.ticket(scorer=scorer("runner", 0.9))
+    await runner.acquire()
+    assert calls == []
+    long_, short = q.ticket(scorer=scorer("long", 0.8)), q.ticket(scorer=scorer("short", 0.1))
+    order = []
+
+    async def go(name, t):
+        await t.acquire()
+        order.append(name)
+        t.release()
+
+    tasks = [asyncio.create_task(go("long", long_)), asyncio.create_task(go("short", short))]
+    await settle()
+    # the first waiter scored itself and the runner; the second scored itself
+    assert calls == ["long", "runner", "short"]
+    assert runner.entry.scored and runner.entry.klass == 2
+    # the runner's remaining work is now estimated from its class (the "fcfs-bound" backlog)
+    assert q.pending._running[id(runner.entry)][0] == q.pending.service.expected_s(2)
+    runner.release()
+    await asyncio.gather(*tasks)
+    assert order == ["short", "long"]  # ascending P(Long), as if scored up front
+    assert calls == ["long", "runner", "short"]  # nobody scored twice
+
+
+async def test_lazy_scoring_is_immediate_under_overload_control_and_a_broken_scorer_is_fcfs():
+    q = AdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 10})
+    calls = []
+    t = q.ticket(scorer=lambda: (calls.append(1) or pred(0.2), None))
+    await t.acquire()
+    assert calls == [1] and t.entry.scored  # overload control needs the class at the door
+    t.release()
+
+    def broken():
+        raise RuntimeError("scorer down")
+
+    q2 = AdmissionQueue(slots=1, policy="sjf")
+    a = q2.ticket(scorer=broken)
+    await a.acquire()
+    b = q2.ticket(scorer=broken)
+    task = asyncio.create_task(b.acquire())
+    await settle()
+    assert a.entry.fallback and b.entry.fallback  # both scored (failed): FCFS key, no crash
+    a.release()
+    await task
+    b.release()
+    await settle()
+    assert q2.in_flight == 0 and q2.stats.fallback == 2

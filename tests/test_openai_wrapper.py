@@ -366,11 +366,17 @@ async def test_unreadable_bodies_pass_through_in_fcfs_order(emulator_factory):
     assert served_ids(emu)[1:] == names
     assert q.stats.fallback >= len(names)
 
-    # a body that is not JSON is still sent (the backend answers it; the wrapper never fails it)
+    # a body that is not JSON is still sent (the backend answers it; the wrapper never fails it).
+    # Behind a blocker it must wait, so the wrapper parses it (at zero contention it would not).
     t = openai_sjf.transport_of(client)
+    blocker = await _open_blocker(client, "blocker2")
+    bad = asyncio.ensure_future(client.post("/chat/completions", cast_to=object, content=b"this is not json"))
+    await until(lambda: q.waiting == 1)
+    assert t.stats.unparsable == 1
+    await _finish(blocker)
     with pytest.raises(openai.BadRequestError):
-        await client.post("/chat/completions", cast_to=object, content=b"this is not json")
-    assert t.stats.unparsable == 1 and emu.stats()["bad_requests"] == 1
+        await bad
+    assert emu.stats()["bad_requests"] == 1
     assert q.in_flight == 0 and q.waiting == 0
 
 

@@ -8,18 +8,19 @@ other requests go straight through.
 
 Per admitted request (``handle_async_request``):
 
-1. parse the JSON body once (``json.loads`` of the bytes the SDK already
-   serialised; never re-serialised);
-2. get a ticket from the core seam ``Scheduler.ticket(backend, body, endpoint,
-   headers, arrival)``; the backend key is the request URL without the endpoint
-   suffix (the client's ``base_url``); ``arrival`` survives SDK retries
-   (:mod:`openai_sjf.arrivals`);
-3. wait for a slot at most the request's httpx ``pool`` timeout (else its
+1. get a ticket from the core seam ``Scheduler.lazy_ticket(backend, load, endpoint,
+   arrival)``; the backend key is the request URL without the endpoint suffix (the
+   client's ``base_url``); ``arrival`` survives SDK retries (:mod:`openai_sjf.arrivals`).
+   The body is parsed (``json.loads`` of the bytes the SDK already serialised; never
+   re-serialised) and scored only when there is an order to decide: when the request
+   must wait, or when another one arrives while it runs. A request granted a slot at
+   once and alone until its release is never scored (metrics label it ``idle``);
+2. wait for a slot at most the request's httpx ``pool`` timeout (else its
    ``read`` timeout; None waits without limit). Expiry leaves the queue and
    raises ``httpx.PoolTimeout``, which the SDK maps to ``openai.APITimeoutError``
    (after its own retries, which keep the original arrival). Cancellation
    leaves the queue (``Ticket.acquire``);
-4. send through the wrapped transport; the response body stream is wrapped in
+3. send through the wrapped transport; the response body stream is wrapped in
    :class:`~openai_sjf.stream.AdmittedStream`, which releases the slot when the
    body is done or closed. A transport error releases at once.
 
@@ -209,18 +210,17 @@ class SJFTransport(httpx.AsyncBaseTransport):
         return response
 
     def _ticket(self, request: httpx.Request, path: str, endpoint: str):
-        body: Any = None
-        try:
-            body = json.loads(request.content)
-        except Exception:  # not JSON, or a streaming body: unscored, FCFS order
-            self.stats.unparsable += 1
-        return self.scheduler.ticket(
-            backend_of(request.url, path, endpoint),
-            body,
-            endpoint,
-            sjf_headers(request.headers),
-            self.arrivals.arrival(request),
-        )
+        def load():
+            body: Any = None
+            try:
+                body = json.loads(request.content)
+            except Exception:  # not JSON, or a streaming body: unscored, FCFS order
+                self.stats.unparsable += 1
+            return body, sjf_headers(request.headers)
+
+        # parsed and scored only when there is an order to decide (not at zero contention)
+        return self.scheduler.lazy_ticket(backend_of(request.url, path, endpoint), load, endpoint,
+                                          self.arrivals.arrival(request))
 
     def _rejected(self, request: httpx.Request, exc: AdmissionRejected) -> httpx.Response:
         self.stats.rejected += 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -132,6 +133,7 @@ class AdmissionQueue:
         self._throttler = self.rate_limit.throttler() if self.rate_limit is not None else None
         self._deferred: list[Ticket] = []
         self._waking = False
+        self._lazy_running = 0  # tickets dispatched before they were scored (see ticket(scorer=))
 
     # ---- introspection -------------------------------------------------------------
     @property
@@ -155,6 +157,7 @@ class AdmissionQueue:
         prediction: Prediction | None = None,
         meta: RequestMeta | None = None,
         arrival: float | None = None,
+        scorer: Callable[[], tuple[Prediction | None, RequestMeta | None]] | None = None,
     ) -> "Ticket":
         """Make a ticket for one request (it waits only once acquired).
 
@@ -164,10 +167,25 @@ class AdmissionQueue:
             meta: request metadata (max_tokens, priority, deadline).
             arrival: original arrival on this queue's clock (seconds), e.g. for an
                 SDK retry; default now.
+            scorer: with ``prediction`` None, a callable returning this request's
+                ``(prediction, meta)`` (it parses and scores the body; ``meta``
+                then replaces the argument), called only when there is an
+                order to decide: at submit when the request would wait, or when a
+                later request arrives while it runs (the backlog estimate of
+                "fcfs-bound" needs it). A request granted a slot at once at zero
+                contention and alone until its release is never scored: its events
+                carry ``entry.scored = False`` (metrics label it ``idle``) and it
+                feeds only true-class statistics (paper §3.4 needs no prediction
+                when nothing waits).
         """
         now = self.clock()
         entry = self.policy.make_entry(next(self._seq), now if arrival is None else float(arrival), prediction, meta)
-        return Ticket(self, entry)
+        t = Ticket(self, entry)
+        if scorer is not None and prediction is None:
+            entry.fallback = False
+            entry.scored = False  # not yet: see _score
+            t._scorer = scorer
+        return t
 
     # ---- internals ------------------------------------------------------------------
     def _bind_loop(self) -> None:
@@ -188,6 +206,14 @@ class AdmissionQueue:
 
     def _submit(self, t: "Ticket") -> None:
         """Admission: enqueue, defer or reject ``t`` (overload control)."""
+        if not self._dispatches_at_once():
+            # the order matters now: score the newcomer and any request running unscored
+            if t._scorer is not None:
+                self._score(t)
+            if self._lazy_running:
+                for r in list(self._running):
+                    if r._scorer is not None:
+                        self._score(r)
         verdict = self._check(t)
         if verdict is None:
             self._enqueue(t)
@@ -198,6 +224,34 @@ class AdmissionQueue:
             t._defer_timer = self._loop.call_later(self.overload.config.defer_s, self._defer_expired, t)
         else:
             self._reject(t, verdict)
+
+    def _dispatches_at_once(self) -> bool:
+        """True when a request submitted now is granted a slot without waiting."""
+        return (self._in_flight < self.slots and not len(self.pending) and not self._deferred
+                and self.overload is None and self._throttler is None)
+
+    def _score(self, t: "Ticket") -> None:
+        """Score a ticket made with a ``scorer``. A scorer error gives an unscored
+        (FCFS-key) entry, as an unscorable body does."""
+        scorer, t._scorer = t._scorer, None
+        if scorer is None:
+            return
+        try:
+            prediction, meta = scorer()
+        except Exception:  # Scheduler's scorer never raises; a custom one might
+            log.exception("request scoring failed on backend %s; FCFS order for it", self.name)
+            prediction, meta = None, None
+        e = t.entry
+        fresh = self.policy.make_entry(e.seq, e.arrival, prediction, meta)
+        e.key, e.klass, e.expected_tokens, e.fallback = fresh.key, fresh.klass, fresh.expected_tokens, fresh.fallback
+        e.priority, e.deadline, e.scored = fresh.priority, fresh.deadline, True
+        if not math.isnan(e.dispatched_at):  # it was dispatched unscored
+            self._lazy_running -= 1
+            if e.fallback:
+                self.stats.fallback += 1
+            rescored = getattr(self.pending, "rescored", None)
+            if rescored is not None and t.state == "running":
+                rescored(e)
 
     def _check(self, t: "Ticket") -> Verdict | None:
         if self.overload is None:
@@ -255,6 +309,8 @@ class AdmissionQueue:
         if self.overload is not None:
             self.overload.enqueued(t.entry)
         self.stats.max_waiting = max(self.stats.max_waiting, len(self.pending))
+        if t._scorer is not None:
+            self._lazy_running += 1  # granted at once just below (see _dispatches_at_once)
         self._emit("on_enqueue", t.entry)
         self._dispatch()
 
@@ -293,6 +349,9 @@ class AdmissionQueue:
         true_class = class_of_tokens(answer_tokens) if answer_tokens is not None and answer_tokens >= 0 else None
         if self.overload is not None:
             self.overload.finished(t.entry)
+        if t._scorer is not None:  # ran alone, never scored: nothing to score it for now
+            t._scorer = None
+            self._lazy_running -= 1
         try:
             try:
                 self.pending.observe(t.entry, service_s, true_class, answer_tokens)
@@ -329,7 +388,7 @@ class Ticket:
             await call_backend()
     """
 
-    __slots__ = ("queue", "entry", "state", "_fut", "_lease", "_lock", "_defer_timer", "__weakref__")
+    __slots__ = ("queue", "entry", "state", "_fut", "_lease", "_lock", "_defer_timer", "_scorer", "__weakref__")
 
     def __init__(self, queue: AdmissionQueue, entry: Entry):
         self.queue = queue
@@ -340,6 +399,7 @@ class Ticket:
         self._lease: asyncio.TimerHandle | None = None
         self._lock = threading.Lock()
         self._defer_timer: asyncio.TimerHandle | None = None
+        self._scorer = None  # see AdmissionQueue.ticket(scorer=)
 
     @property
     def wait_s(self) -> float:

@@ -47,6 +47,10 @@ class Entry:
         deadline: absolute deadline on the queue clock (seconds), or None.
         fallback: True when the request could not be scored and was placed
             at a neutral key (fail-open, DESIGN.md invariant 5).
+        scored: False while a lazily scored request has not been predicted
+            (:meth:`~sjf_core.admission.AdmissionQueue.ticket` ``scorer``): it
+            was granted a slot at once, with no order to decide; ``key``,
+            ``klass`` and ``expected_tokens`` are then placeholders.
         payload: adapter- or simulator-owned object (a future, a simulated job).
     """
 
@@ -58,6 +62,7 @@ class Entry:
     priority: int = 0
     deadline: float | None = None
     fallback: bool = False
+    scored: bool = True
     payload: Any = None
     # bookkeeping owned by the pending queue / admission queue
     removed: bool = field(default=False, repr=False)

@@ -32,8 +32,9 @@ name                                        type       labels
 ``sjf_predictor_latency_seconds``           histogram  (none): one predictor call
 =========================================  =========  ==============================================
 
-``predicted_class`` is ``short``, ``medium``, ``long`` or ``unscored`` (fail-open
-requests); ``true_class`` is ``short`` (< 200 answer tokens), ``medium`` (200–799),
+``predicted_class`` is ``short``, ``medium``, ``long``, ``unscored`` (fail-open
+requests) or ``idle`` (granted a slot at once with no order to decide, so not scored:
+the ``openai_sjf`` wrapper's lazy scoring); ``true_class`` is ``short`` (< 200 answer tokens), ``medium`` (200–799),
 ``long`` (≥ 800) or ``unknown`` (no ``usage``), paper §4.1. ``backend`` is the queue
 key (the backend base URL) with any ``user:password@``, query and fragment removed.
 
@@ -118,6 +119,8 @@ def _reason_label(reason: Any) -> str:
 def _predicted_class(entry: Entry) -> str:
     if entry.fallback:
         return "unscored"
+    if not getattr(entry, "scored", True):
+        return "idle"
     try:
         return CLASS_NAMES[int(entry.klass)]
     except (IndexError, TypeError, ValueError):
@@ -203,49 +206,70 @@ class PrometheusMetrics(QueueEvents):
         self.registry = REGISTRY if registry is None else registry
         self.f = _families_for(self.registry)
         self._expired_seen: "weakref.WeakKeyDictionary[AdmissionQueue, int]" = weakref.WeakKeyDictionary()
+        # labelled children by (family name, label values): ``labels()`` takes a lock and
+        # builds tuples on every call, and these hooks run on each request's path
+        self._children: dict[tuple, Any] = {}
+        self._backends: dict[Any, str] = {}
+
+    def _child(self, family: str, *labels: str):
+        key = (family, *labels)
+        c = self._children.get(key)
+        if c is None:
+            if len(self._children) > 10_000:  # many distinct backends: stay bounded
+                self._children.clear()
+            c = self._children[key] = getattr(self.f, family).labels(*labels)
+        return c
+
+    def _backend(self, name: Any) -> str:
+        b = self._backends.get(name)
+        if b is None:
+            if len(self._backends) > 1_000:
+                self._backends.clear()
+            b = self._backends[name] = backend_label(name)
+        return b
 
     # ---- QueueEvents ---------------------------------------------------------------------
     def on_enqueue(self, queue: AdmissionQueue, entry: Entry) -> None:
-        b = backend_label(queue.name)
+        b = self._backend(queue.name)
         pc = _predicted_class(entry)
-        self.f.enqueued.labels(b, pc).inc()
-        self.f.queue_depth.labels(b).inc()
+        self._child("enqueued", b, pc).inc()
+        self._child("queue_depth", b).inc()
         if entry.fallback:
-            self.f.fail_open.labels(b, "unscored").inc()
+            self._child("fail_open", b, "unscored").inc()
 
     def on_dispatch(self, queue: AdmissionQueue, entry: Entry, wait_s: float) -> None:
-        b = backend_label(queue.name)
+        b = self._backend(queue.name)
         pc = _predicted_class(entry)
-        self.f.queue_depth.labels(b).dec()
-        self.f.in_flight.labels(b).inc()
-        self.f.admissions.labels(b, pc).inc()
+        self._child("queue_depth", b).dec()
+        self._child("in_flight", b).inc()
+        self._child("admissions", b, pc).inc()
         if math.isfinite(wait_s):
-            self.f.queue_wait.labels(b, pc).observe(max(0.0, wait_s))
+            self._child("queue_wait", b, pc).observe(max(0.0, wait_s))
         if entry.promoted:
-            self.f.promotions.labels(b).inc()
+            self._child("promotions", b).inc()
         self._set_tau(queue, b)
 
     def on_complete(self, queue: AdmissionQueue, entry: Entry, service_s: float, answer_tokens: int | None) -> None:
-        b = backend_label(queue.name)
+        b = self._backend(queue.name)
         tc = _true_class(answer_tokens)
-        self.f.in_flight.labels(b).dec()
-        self.f.completions.labels(b, tc).inc()
+        self._child("in_flight", b).dec()
+        self._child("completions", b, tc).inc()
         if math.isfinite(service_s):
-            self.f.service.labels(b, tc).observe(max(0.0, service_s))
+            self._child("service", b, tc).observe(max(0.0, service_s))
         wait_s = entry.dispatched_at - entry.arrival
         if tc != "unknown" and math.isfinite(wait_s):
-            self.f.queue_wait_true.labels(b, tc).observe(max(0.0, wait_s))
+            self._child("queue_wait_true", b, tc).observe(max(0.0, wait_s))
         expired = getattr(queue.stats, "expired", 0)
         seen = self._expired_seen.get(queue, 0)
         if expired > seen:
-            self.f.lease_expirations.labels(b).inc(expired - seen)
+            self._child("lease_expirations", b).inc(expired - seen)
             self._expired_seen[queue] = expired
         self._set_tau(queue, b)
 
     def on_cancel(self, queue: AdmissionQueue, entry: Entry) -> None:
-        b = backend_label(queue.name)
-        self.f.queue_depth.labels(b).dec()
-        self.f.cancellations.labels(b).inc()
+        b = self._backend(queue.name)
+        self._child("queue_depth", b).dec()
+        self._child("cancellations", b).inc()
 
     def on_reject(self, queue: Any, entry: Any = None, reason: Any = "unknown", *args: Any, **kw: Any) -> None:
         """Overload control refused a request (never enqueued, so the depth is unchanged).
@@ -272,7 +296,7 @@ class PrometheusMetrics(QueueEvents):
 
     def _set_tau(self, queue: AdmissionQueue, b: str) -> None:
         try:
-            self.f.tau.labels(b).set(float(queue.tau_s))
+            self._child("tau", b).set(float(queue.tau_s))
         except Exception:  # a pending structure without τ
             pass
 

@@ -232,10 +232,18 @@ class _PendingBase:
         Feeds the τ estimate (true class when known, else predicted) and the
         per-class service statistics.
         """
-        self.tau.observe(entry.klass if true_class is None else true_class, service_s)
-        self.service.observe(entry.klass, service_s, true_class, answer_tokens)
+        predicted = entry.klass if entry.scored else None  # never scored: true-class statistics only
+        self.tau.observe(predicted if true_class is None else true_class, service_s)
+        self.service.observe(predicted, service_s, true_class, answer_tokens)
         if self._running:
             self._running.pop(id(entry), None)
+
+    def rescored(self, entry: Entry) -> None:
+        """A running entry that was dispatched before it was scored (zero contention)
+        now has its prediction: re-estimate its work ("fcfs-bound" backlog)."""
+        r = self._running.get(id(entry))
+        if r is not None:
+            self._running[id(entry)] = (self.service.expected_s(entry.klass, entry.expected_tokens), r[1])
 
     # ---- ordering keys -----------------------------------------------------------------
     def order_key(self, entry: Entry) -> tuple:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .admission import AdmissionQueue, QueueEvents, Ticket
 from .meta import request_meta
@@ -227,6 +227,38 @@ class Scheduler:
         if prediction is None:
             prediction = self.predict(body, endpoint)
         return self.queue(backend).ticket(prediction, request_meta(body, headers), arrival)
+
+    def lazy_ticket(
+        self,
+        backend: Any,
+        load: Callable[[], tuple[Any, Mapping[str, str] | None]],
+        endpoint: str = "chat/completions",
+        arrival: float | None = None,
+    ) -> Ticket:
+        """Like :meth:`ticket`, but the request is parsed and scored only when there is
+        an order to decide (:meth:`AdmissionQueue.ticket` ``scorer``): a request granted
+        a slot at once at zero contention skips the parser and the predictor (the
+        ``openai_sjf`` wrapper's hot path). Queues that need the class at the door
+        (overload control, a rate limit, the Redis store) score at once.
+
+        Args:
+            backend: the backend base URL (queue key).
+            load: returns ``(body, headers)``: the parsed JSON body (anything else is
+                unscored) and the scheduling headers (:mod:`sjf_core.meta`) or None.
+                It must not raise.
+            endpoint: as in :meth:`ticket`.
+            arrival: as in :meth:`ticket`.
+        """
+        q = self.queue(backend)
+
+        def score():
+            body, headers = load()
+            return self.predict(body, endpoint), request_meta(body, headers)
+
+        if isinstance(q, AdmissionQueue) and q.overload is None and q.rate_limit is None:
+            return q.ticket(None, None, arrival, scorer=score)
+        prediction, meta = score()
+        return q.ticket(prediction, meta, arrival)
 
 
 _default: Scheduler | None = None
