@@ -6,11 +6,13 @@ One run measures, on the serial backend emulator (a real aiohttp server on
 
 1. **Burst.** ``--short`` true-Short (< 200 answer tokens) and ``--long``
    true-Long (>= 800) real prompts from ``sharegpt.jsonl`` (seeded random
-   sample; their recorded ``response_tokens`` are the emulator's trace, which the
+   sample from the held-out test split by prompt, which the shipped predictor
+   never trained on; their recorded ``response_tokens`` are the emulator's trace, which the
    scheduler never sees), submitted at once with ``asyncio.gather``, through
    (a) the plain client (the backend's FIFO = FCFS), (b) ``openai_sjf.wrap``
-   with the shipped predictor, policy "sjf", τ = "3x" (the defaults), (c)
-   policy "sjf-tokens" (expected answer tokens as the key), (d) oracle SJF
+   with the shipped predictor, policy "sjf-tokens" (expected answer tokens as
+   the key), τ = "3x" (the defaults), (c) policy "sjf" (the paper's P(Long)
+   key), (d) oracle SJF
    (the true answer length as the key: the ceiling of non-preemptive admission)
    and, with ``--tau-off``, (e) "sjf" without τ. The burst is repeated ``--repeats`` times
    in a new seeded submission order each time, the same order for every policy
@@ -72,9 +74,14 @@ def pct(xs, q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def load_sample(path: Path, n_short: int, n_long: int, seed: int, max_chars: int):
+def load_sample(path: Path, n_short: int, n_long: int, seed: int, max_chars: int, split: str = "test"):
+    """Distinct prompts of the held-out ``split`` (the shipped predictor never trained on them)."""
+    from sjf_core.train_data import prompt_key, split_of
+
     rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
-    rows = [r for r in rows if isinstance(r.get("prompt"), str) and r["prompt"].strip() and len(r["prompt"]) <= max_chars]
+    rows = [r for r in rows if isinstance(r.get("prompt"), str) and r["prompt"].strip() and len(r["prompt"]) <= max_chars
+            and (split == "all" or split_of(prompt_key(r["prompt"])) == split)]
+    rows = list({r["prompt"]: r for r in rows}.values())
     rng = random.Random(seed)
     shorts = rng.sample([r for r in rows if r["response_tokens"] < 200], n_short)
     longs = rng.sample([r for r in rows if r["response_tokens"] >= 800], n_long)
@@ -242,6 +249,8 @@ def main(argv=None) -> int:
     ap.add_argument("--long", type=int, default=20, help="true-Long prompts in the burst (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-chars", type=int, default=8000, help="skip prompts longer than this (chars)")
+    ap.add_argument("--split", default="test", choices=("test", "val", "train", "all"),
+                    help="draw prompts from this part of the training split by prompt (default: test, held out)")
     ap.add_argument("--tokens-per-s", type=float, default=1000.0,
                     help="emulator generation rate, tokens/s (default 1000; real CPU backends run 20-200)")
     ap.add_argument("--repeats", type=int, default=3, help="bursts per policy, each in a new order (default 3)")
@@ -253,14 +262,14 @@ def main(argv=None) -> int:
     from sjf_core.predictor import load_predictor
 
     predictor = load_predictor()
-    sample = load_sample(args.data, args.short, args.long, args.seed, args.max_chars)
+    sample = load_sample(args.data, args.short, args.long, args.seed, args.max_chars, args.split)
     for s in sample[:5]:  # warm the ONNX session
         predictor.predict(s["prompt"])
 
     policies = {
         "fcfs (plain client)": None,
-        "sjf τ=3x (wrap defaults)": dict(policy="sjf", tau="3x"),
-        "sjf-tokens τ=3x": dict(policy="sjf-tokens", tau="3x"),
+        "sjf-tokens τ=3x (defaults)": dict(policy="sjf-tokens", tau="3x"),
+        "sjf τ=3x (paper key)": dict(policy="sjf", tau="3x"),
         "oracle (true lengths)": dict(policy="sjf-tokens", tau="3x", predictor=OraclePredictor(sample)),
     }
     if args.tau_off:

@@ -31,6 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..entry import LONG, MEDIUM, SHORT, class_of_tokens
+from ..train_data import prompt_key, split_of
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,13 @@ def load_rows(
     max_prompt_chars: int = 6000,
     min_prompt_chars: int = 1,
     limit: int | None = None,
+    split: str | None = None,
 ) -> list[Row]:
     """Read ``{prompt, response_tokens|answer_tokens}`` rows from a JSONL file, in file order.
+
+    ``split`` ("test", "val" or "train") keeps only prompts in that part of the fixed
+    split by prompt of ``sjf train`` (:func:`sjf_core.train_data.split_of`): benchmark
+    with ``"test"`` so the shipped predictor never scores a prompt it was trained on.
 
     Rows with a missing or non-string prompt, a missing or negative length, a prompt
     outside [``min_prompt_chars``, ``max_prompt_chars``] characters, or a prompt seen
@@ -127,6 +133,8 @@ def load_rows(
             if not isinstance(p, str) or isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
                 continue
             if not (min_prompt_chars <= len(p) <= max_prompt_chars) or not p.strip() or p in seen:
+                continue
+            if split is not None and split_of(prompt_key(p)) != split:
                 continue
             seen.add(p)
             rows.append(Row(p, int(t)))
