@@ -210,6 +210,7 @@ class PrometheusMetrics(QueueEvents):
         # builds tuples on every call, and these hooks run on each request's path
         self._children: dict[tuple, Any] = {}
         self._backends: dict[Any, str] = {}
+        self._taus: dict[str, float] = {}
 
     def _child(self, family: str, *labels: str):
         key = (family, *labels)
@@ -296,7 +297,10 @@ class PrometheusMetrics(QueueEvents):
 
     def _set_tau(self, queue: AdmissionQueue, b: str) -> None:
         try:
-            self._child("tau", b).set(float(queue.tau_s))
+            tau = float(queue.tau_s)
+            if self._taus.get(b) != tau:  # τ moves only when a Short completes: skip the gauge's lock
+                self._child("tau", b).set(tau)
+                self._taus[b] = tau
         except Exception:  # a pending structure without τ
             pass
 

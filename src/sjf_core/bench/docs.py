@@ -204,10 +204,11 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
         "Contenders: **fcfs** (no plugin: the serial backend's own first-come-first-served queue);",
         "**litellm-priority** (no plugin; LiteLLM 1.106.12's built-in `priority` scheduler, fed our",
         "predicted class 0/1/2 as the request's integer `priority`); **sjf** (`litellm_sjf` /",
-        "`openai_sjf` with the project defaults: P(Long) order, τ = 3 × mean Short service, the",
-        "default promotion rule); **sjf-no-tau** (τ off); **sjf-tokens** (ascending expected answer",
-        "tokens instead of P(Long), default τ); **sjf-paper** (the paper's literal τ rule: strict",
-        "oldest-first promotion); **fair** (deficit round robin across classes);",
+        "`openai_sjf` with the project defaults: ascending expected answer tokens (`sjf-tokens`),",
+        "τ = 3 × mean Short service, the default promotion rule); **sjf-no-tau** (τ off);",
+        "**sjf-plong** (the paper's key, ascending P(Long), default τ); **sjf-paper** (P(Long) with",
+        "the paper's literal τ rule: strict oldest-first promotion); **fair** (deficit round robin",
+        "across classes);",
         "**oracle** (ordered by the true answer length: the ceiling for non-preemptive admission).",
         "",
     ]
@@ -360,7 +361,7 @@ Where a target is missed, the measurement says why (details in the sections belo
   orders the Shorts among themselves; and every admission through the proxy costs a
   dispatch gap (the throughput column). Through the proxy even **oracle** stays well below
   the wrapper path's oracle, because the first requests of a burst reach the backend
-  before the rest have arrived and are served in arrival order. **sjf** and **sjf-tokens**
+  before the rest have arrived and are served in arrival order. **sjf** and **sjf-plong**
   order identically with the shipped regressor, so the spread between their rows is the
   run-to-run noise of this measurement.
 * **Ahead of LiteLLM's priority scheduler.** On the short P50 the two are within that noise;
@@ -382,7 +383,7 @@ none, which is why its short P50 is a few Short services. The gap between **sjf*
 median Short* table counts it), plus the order *within* the Short class: the oracle serves
 the shortest Shorts first, which no class-level signal can. With a regressor as predictor
 (the shipped default), P(Long) and the expected tokens are both increasing functions of the
-same predicted length, so **sjf** and **sjf-tokens** rank every request identically: the
+same predicted length, so **sjf** and **sjf-plong** rank every request identically: the
 difference between their rows is run-to-run noise (which requests reach the backend before
 the burst has fully arrived through the proxy), a yardstick for the other comparisons. **litellm-priority** does
 reorder a burst, partly: in these runs, requests that reached LiteLLM's queue together

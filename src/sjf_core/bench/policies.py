@@ -7,11 +7,12 @@ Each :class:`PolicySpec` says how one contender is realised on a path:
 * ``litellm-priority``: no plugin, but LiteLLM's built-in ``priority`` scheduler is
   fed our predicted class (0 Short, 1 Medium, 2 Long; lower runs sooner) as the
   request's integer ``priority`` (LiteLLM proxy only);
-* ``sjf``: the project's default policy: ascending P(Long) with the default τ;
+* ``sjf``: the project's defaults (``Scheduler()``): ``sjf-tokens`` (ascending
+  expected answer tokens, capped by ``max_tokens``), τ = 3x, the default promotion;
 * ``sjf-no-tau``: the same without the starvation guard;
+* ``sjf-plong``: the paper's key, ascending P(Long), with the default τ and promotion;
 * ``sjf-paper``: P(Long) with the paper's literal τ rule (strict oldest-first
   promotion at τ = 3 × mean Short service time, paper §3.4);
-* ``sjf-tokens``: ascending expected answer tokens, capped by ``max_tokens``;
 * ``fair``: deficit round robin across classes (when the policy exists);
 * ``oracle``: ascending **true** answer length (``sjf-tokens`` fed by
   :class:`~sjf_core.bench.oracle.OraclePredictor`, τ off): the ceiling.
@@ -63,16 +64,16 @@ BUILTIN: dict[str, PolicySpec] = {
     for s in (
         PolicySpec("fcfs"),
         PolicySpec("litellm-priority", litellm_priority=True),
-        PolicySpec("sjf", "sjf"),
-        PolicySpec("sjf-no-tau", "sjf", tau="off"),
+        PolicySpec("sjf", "sjf-tokens"),
+        PolicySpec("sjf-no-tau", "sjf-tokens", tau="off"),
+        PolicySpec("sjf-plong", "sjf"),
         PolicySpec("sjf-paper", "sjf", tau="3x", options={"promotion": "strict"}),
-        PolicySpec("sjf-tokens", "sjf-tokens"),
         PolicySpec("fair", "fair"),
         PolicySpec("oracle", "sjf-tokens", tau="off", predictor="oracle"),
     )
 }
 
-DEFAULT_POLICIES = ("fcfs", "litellm-priority", "sjf", "sjf-no-tau", "sjf-paper", "fair", "oracle")
+DEFAULT_POLICIES = ("fcfs", "litellm-priority", "sjf", "sjf-no-tau", "sjf-plong", "sjf-paper", "fair", "oracle")
 
 
 def available_policies() -> set[str]:
