@@ -230,7 +230,8 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
         res = burst[0]
         lines += ["## Burst through the LiteLLM proxy (emulator backend)", "", _env_line(sec), "",
                   f"{res.scenario.settings.get('pooled_runs', 1)} bursts of {sec['config']['n_short']} true-Short + "
-                  f"{sec['config']['n_long']} true-Long ShareGPT prompts (recorded answer lengths; prompt samples "
+                  f"{sec['config']['n_long']} true-Long held-out ShareGPT prompts (the test split by prompt of `sjf train`, "
+                  "which the shipped predictor never saw; recorded answer lengths; prompt samples "
                   f"seeds {', '.join(str(s) for s in sec['config']['seeds'])}), all submitted at once in a seeded "
                   f"random order, pooled. Emulator: {sec['emulator_tokens_per_s']:g} tokens/s, one request at a "
                   "time, FIFO inside (like llama.cpp / Ollama). Each contender runs behind its own real LiteLLM "
@@ -283,8 +284,9 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
         sec = sections["poisson"]
         cfg = sec["config"]
         lines += ["## Poisson arrivals (emulator backend, openai_sjf wrapper)", "", _env_line(sec), "",
-                  "Requests per load as listed (more at ρ = 0.74, the target), ShareGPT prompts drawn with class "
-                  f"mix {cfg['mix']} "
+                  "Requests per load as listed (more at ρ = 0.74, the target), held-out ShareGPT prompts (test split "
+                  "by prompt) drawn with class "
+                  f"mix {cfg['mix']} (the split has few Long prompts, so Long ones repeat after each was used once) "
                   f"(Short/Medium/Long), Poisson arrivals at ρ = λ·E[S] with E[S] the mean service time of the "
                   f"drawn requests at the emulator's {cfg['tokens_per_s']:g} tokens/s. The paper's 17% is its "
                   "simulated short-P50 reduction at ρ = 0.74 (Fig. 3).", ""]
@@ -296,7 +298,8 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
         sec = sections["replay"]
         lines += ["## Replay of real ShareGPT rows at ρ = 0.8 (emulator backend, openai_sjf wrapper)", "",
                   _env_line(sec), "",
-                  "Consecutive rows of `sharegpt.jsonl` in file order with their recorded answer lengths (the "
+                  "Consecutive held-out rows (test split by prompt) of `sharegpt.jsonl` in file order with their recorded "
+                  "answer lengths (the "
                   "log's own class mix, which is mostly Medium), Poisson arrivals at the target ρ.", ""]
         for res in replay:
             lines += _section_table(res, res.scenario.name)

