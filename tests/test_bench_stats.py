@@ -248,3 +248,18 @@ def test_longs_before_median_short():
             rec(3, 50, 0, 3.0, 0, 4), rec(4, 50, 0, 4.0, 0, 5)]
     assert longs_before_median_short(recs) == 2
     assert math.isnan(longs_before_median_short([rec(0, 900, 0, 0.0, 0, 1)]))
+
+
+def test_readme_summary_is_replaced_between_markers_only(tmp_path):
+    from sjf_core.bench.docs import README_END, README_START, update_readme_summary
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\nbefore\n{README_START}\nold table\n{README_END}\nafter\n")
+    assert update_readme_summary(readme, [["burst", "proxy", "emulator", "80.0%", "85.0%", "–", "+1.0%", "≥ 80%"]])
+    text = readme.read_text()
+    assert "old table" not in text and "| burst | proxy | emulator | 80.0% |" in text
+    assert text.startswith("# x\nbefore\n") and text.endswith(f"{README_END}\nafter\n")
+    (tmp_path / "plain.md").write_text("no markers\n")
+    assert not update_readme_summary(tmp_path / "plain.md", [["a"] * 8])
+    assert (tmp_path / "plain.md").read_text() == "no markers\n"
+    assert not update_readme_summary(tmp_path / "missing.md", [["a"] * 8])

@@ -352,7 +352,31 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
     lines += [_OWN_BACKEND, ""]
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text("\n".join(lines))
+    if summary and not path:
+        update_readme_summary(root / "README.md", summary)
     return out_path
+
+
+README_START = "<!-- bench-summary:start (written by `sjf bench --docs`) -->"
+README_END = "<!-- bench-summary:end -->"
+
+
+def update_readme_summary(readme: Path, summary: list[list[str]]) -> bool:
+    """Replace the README's summary table between :data:`README_START` and
+    :data:`README_END` with ``summary`` rows; returns False (and changes nothing)
+    when the README or its markers are missing."""
+    try:
+        text = readme.read_text()
+    except OSError:
+        return False
+    i, j = text.find(README_START), text.find(README_END)
+    if i < 0 or j < i:
+        return False
+    table = ["| scenario | path | backend | SJF short-P50 reduction | oracle SJF | LiteLLM priority | "
+             "SJF long-P95 inflation | target |", "|---|---|---|---|---|---|---|---|"]
+    table += ["| " + " | ".join(r) + " |" for r in summary]
+    readme.write_text(text[:i + len(README_START)] + "\n" + "\n".join(table) + "\n" + text[j:])
+    return True
 
 
 _MISSES = """\
