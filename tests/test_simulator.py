@@ -155,3 +155,15 @@ def test_cli_single_and_experiment(tmp_path, capsys):
     assert main(["simulate", "--scenario", "speed", "--requests", "200", "--seeds", "1"]) == 0
     assert "one simulation of 200 requests" in capsys.readouterr().out
     assert main(["simulate", "--predictor", "guess"]) == 2
+
+
+def test_frontier_reports_the_best_guard_within_the_p99_limit():
+    from sjf_core.sim import experiments
+
+    res = experiments.frontier(n=300, seeds=1)
+    orc = res["series"]["oracle (true lengths)"]
+    assert orc["rows"]["τ off"]["gap_to_oracle_pct"] == 0.0  # the unguarded oracle is the yardstick
+    best = orc["best_within_p99_limit"]
+    if best is not None:
+        assert orc["rows"][best]["long_p99"] <= 1.2 * res["fcfs"]["long_p99"]
+    assert "best within FCFS + 20%" in experiments.markdown("frontier", res)

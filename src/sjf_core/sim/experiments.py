@@ -346,6 +346,40 @@ def _f(x, nd=2) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
+# ---- the guard's price: short P50 against long P99 ----------------------------------------
+FRONTIER_SLACKS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def frontier(n: int = 2000, seeds: int = 5, rho: float = 0.74, c2: float = 2.0) -> dict:
+    """How close to unguarded oracle SJF can a guarded policy get while long P99 stays
+    within FCFS + 20%? Sweeps the default promotion's ``slack`` (a waiter is due once it
+    has waited (1 + slack) × its FCFS wait) for the oracle and for predictors of several
+    qualities, on the paper's setup (C² over the whole service distribution).
+
+    For each predictor: the best short P50 among the slacks that keep long P99 within
+    FCFS + 20%, and its gap to the unguarded oracle's short P50.
+    """
+    b = Bench(spec_paper(c2), rho, n, seeds)
+    f, o = b.run("fcfs"), b.run("oracle")
+    out = {"rho": rho, "c2": c2, "n": n, "seeds": seeds, "fcfs": f, "oracle": o, "series": {}}
+    cases = [("oracle", None), ("sjf-tokens", PredictorModel("tokens", mult_error=0.3)),
+             ("sjf-tokens", PredictorModel("class", 1.0)), ("sjf-tokens", PredictorModel("class", PAPER_ACCURACY))]
+    for policy, pm in cases:
+        label = "oracle (true lengths)" if pm is None else f"{policy}, predictor {pm.label()}"
+        rows = {}
+        for slack in FRONTIER_SLACKS:
+            rows[f"slack {slack:g}"] = b.run(policy, pm, tau="3x", promotion="fcfs-bound", slack=slack)
+        rows["τ off"] = b.run(policy, pm, tau="off")
+        for r in rows.values():
+            r["gap_to_oracle_pct"] = 100.0 * (r["short_p50"] / o["short_p50"] - 1)
+            r["long_p99_inflation_pct"] = 100.0 * (r["long_p99"] / f["long_p99"] - 1)
+        ok = {k: r for k, r in rows.items() if r["long_p99"] <= 1.2 * f["long_p99"]}
+        best = min(ok, key=lambda k: ok[k]["short_p50"]) if ok else None
+        out["series"][label] = {"rows": rows, "best_within_p99_limit": best,
+                                "best_gap_to_oracle_pct": ok[best]["gap_to_oracle_pct"] if best else math.nan}
+    return out
+
+
 def markdown(name: str, res: dict) -> str:
     """Markdown tables for an experiment result."""
     lines: list[str] = []
@@ -417,6 +451,21 @@ def markdown(name: str, res: dict) -> str:
                       "|---|" + "---|" * len(res["rhos"])]
             for label, vals in s["short_p50_reduction_pct"].items():
                 lines.append(f"| {label} | " + " | ".join(f"{v:.1f}" for v in vals) + " |")
+    elif name == "frontier":
+        f, o = res["fcfs"], res["oracle"]
+        lines += ["", f"**the guard's price, paper setup, ρ = {res['rho']}, C² = {res['c2']}: FCFS short P50 "
+                      f"{f['short_p50']:.2f} s, long P99 {f['long_p99']:.1f} s; unguarded oracle SJF short P50 "
+                      f"{o['short_p50']:.2f} s, long P99 {o['long_p99']:.1f} s "
+                      f"({100 * (o['long_p99'] / f['long_p99'] - 1):+.0f}%)** (cells: short P50 s, gap to the "
+                      "unguarded oracle / long P99 vs FCFS)", "",
+                  "| predictor | " + " | ".join(f"slack {x:g}" for x in FRONTIER_SLACKS) + " | τ off | best within "
+                  "FCFS + 20% |", "|---|" + "---|" * (len(FRONTIER_SLACKS) + 2)]
+        for label, ser in res["series"].items():
+            cells = [f"{r['short_p50']:.2f} ({r['gap_to_oracle_pct']:+.0f}% / {r['long_p99_inflation_pct']:+.0f}%)"
+                     for r in ser["rows"].values()]
+            best = ser["best_within_p99_limit"]
+            cells.append(f"{best}: {ser['best_gap_to_oracle_pct']:+.0f}%" if best else "none")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     elif name == "speed":
         lines.append(f"one simulation of {res['n']} requests × {res['seeds']} seeds: {res['seconds']:.2f} s "
                      f"(FCFS on the same workloads: {res['fcfs_seconds_same_workloads']:.2f} s)")
@@ -424,4 +473,4 @@ def markdown(name: str, res: dict) -> str:
 
 
 EXPERIMENTS = {"table10": table10, "rho": rho_sweep, "variants": variants, "bursts": bursts, "noise": noise,
-               "speed": speed}
+               "frontier": frontier, "speed": speed}
