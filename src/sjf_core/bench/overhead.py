@@ -97,7 +97,8 @@ async def plugin_overhead(prompts: Sequence[str], n: int = 300, warmup: int = 20
         for px in proxies:
             await px.stop()
         backend.close()
-    out["what"] = "LiteLLM proxy with litellm_sjf (policy sjf, shipped predictor) vs without, 1-token answers"
+    out["what"] = ("LiteLLM proxy with litellm_sjf (project defaults: sjf-tokens, shipped predictor) vs without, "
+                   "1-token answers")
     return out
 
 
@@ -117,7 +118,7 @@ async def wrapper_overhead(prompts: Sequence[str], n: int = 500, warmup: int = 3
             return openai.AsyncOpenAI(base_url=backend.base_url, api_key="bench", max_retries=0,
                                       http_client=httpx.AsyncClient(timeout=60))
         plain = client()
-        wrapped = openai_sjf.wrap(client(), scheduler=Scheduler(predictor="default", policy="sjf", plugins=False))
+        wrapped = openai_sjf.wrap(client(), scheduler=Scheduler(predictor="default", plugins=False))  # defaults
 
         def caller(cl):
             async def call(prompt):
@@ -137,7 +138,8 @@ async def wrapper_overhead(prompts: Sequence[str], n: int = 500, warmup: int = 3
         await wrapped.close()
     finally:
         backend.close()
-    out["what"] = "AsyncOpenAI wrapped by openai_sjf (policy sjf, shipped predictor) vs plain, 1-token answers"
+    out["what"] = ("AsyncOpenAI wrapped by openai_sjf (project defaults: sjf-tokens, shipped predictor) vs plain, "
+                   "1-token answers")
     return out
 
 
