@@ -425,6 +425,30 @@ async def test_clients_of_one_base_url_share_one_queue(emulator_factory, fresh_r
     assert openai_sjf.queue_of(c) is not openai_sjf.queue_of(a) and openai_sjf.queue_of(c).slots == 2
 
 
+async def test_stream_left_with_async_for_break_does_not_block_the_next_request(emulator_factory):
+    """`async for chunk in stream: break` and drop it: the SDK's async generators keep the
+    stream in reference cycles that only the cyclic GC frees. A request that then waits
+    for the slot must not time out (the plain client would succeed): the waiting request
+    has the collector run, and the abandoned stream's finalizers release the slot."""
+    emu = await emulator_factory(tokens_per_s=50, trace_records=[{"prompt": "long essay to abandon",
+                                                                  "answer_tokens": 100000}])
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             predictor=KeywordPredictor())
+    q = openai_sjf.queue_of(client)
+
+    async def first_words():
+        s = await client.chat.completions.create(model="m", messages=msg("long essay to abandon"), stream=True)
+        async for _ in s:
+            break  # no close: the stream is simply dropped
+
+    await first_words()
+    await asyncio.sleep(0.6)  # nobody reads it any more (> IDLE_S)
+    assert q.in_flight == 1  # still held: nothing has collected it yet, and nobody waits
+    r = await client.with_options(timeout=20).chat.completions.create(model="m", messages=msg("short next"))
+    assert r.choices[0].message.content
+    await until(lambda: q.in_flight == 0)
+
+
 # ---- smaller contracts ---------------------------------------------------------------------------
 async def test_user_transport_returning_a_read_body_releases_at_once():
     body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",

@@ -11,6 +11,13 @@ transport. The slot (:class:`sjf_core.admission.Ticket`) is released exactly onc
 * the stream object is garbage-collected without being closed (abandoned):
   a :func:`weakref.finalize` hands the release to the event loop with
   ``call_soon_threadsafe`` (never inline inside the garbage collector).
+  An SDK stream left with ``async for ... break`` sits in reference cycles
+  (the SDK's async generators), so only the cyclic collector frees it, which
+  may not run for minutes in a quiet process. While a request waits for a slot
+  held by a stream that nobody has read for ``IDLE_S`` seconds, the transport
+  asks the collector to run (:func:`sweep_while_waiting`, at most once per
+  ``SWEEP_S`` seconds per process), so an abandoned stream cannot block the
+  queue (a stream being read is never affected).
 
 With ``on_close="drain"`` a body closed (or abandoned) before its end is first
 read to its end in a background task, and only then released: the slot then
@@ -28,7 +35,9 @@ gives None.) It feeds the τ estimate (``release(answer_tokens)``).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import math
 import re
 import weakref
 
@@ -70,6 +79,59 @@ def usage_tokens(prev: bytes, last: bytes) -> int | None:
 
 #: Drain tasks in progress (strong references, so they are not garbage-collected).
 _DRAINS: set = set()
+
+#: A stream not read for this many seconds may be abandoned (see :func:`sweep_while_waiting`).
+IDLE_S = 0.5
+#: Least seconds between two garbage collections asked for by waiters (process-wide).
+SWEEP_S = 1.0
+#: Streams holding a slot and not finished yet (weak: an abandoned one must still be collectable).
+_OPEN: "weakref.WeakSet[AdmittedStream]" = weakref.WeakSet()
+_last_sweep = -math.inf
+
+
+def idle_streams(queue, now: float) -> bool:
+    """True if a stream holding a slot of ``queue`` has not been read for ``IDLE_S`` s."""
+    for st in list(_OPEN):
+        if st._state == "open" and st._ticket.queue is queue and now - st.last_read >= IDLE_S:
+            return True
+    return False
+
+
+def _collect(now: float) -> None:
+    global _last_sweep
+    if now - _last_sweep < SWEEP_S:
+        return
+    _last_sweep = now
+    gc.collect()  # finds abandoned SDK streams in reference cycles; their finalizers release on the loop
+
+
+#: One sweeper task per queue while it has waiters (weak keys: queues may go away).
+_SWEEPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def ensure_sweeper(queue) -> None:
+    """Called for a request that is about to wait for a slot of ``queue``: make sure one
+    :func:`sweep_while_waiting` task runs for it (on the running loop)."""
+    t = _SWEEPERS.get(queue)
+    if t is None or t.done():
+        try:
+            _SWEEPERS[queue] = asyncio.get_running_loop().create_task(sweep_while_waiting(queue))
+        except TypeError:  # a queue object that cannot be weakly referenced: no sweeper
+            pass
+
+
+async def sweep_while_waiting(queue) -> None:
+    """While ``queue`` has waiters: if a slot holder is a stream nobody has read for
+    ``IDLE_S`` s, ask the garbage collector to run (at most once per ``SWEEP_S`` s per
+    process), so that an abandoned stream is found and its finalizers release the slot.
+    A stream being read is never touched."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0)  # the waiter that started us enqueues first
+    while getattr(queue, "waiting", 0) > 0:
+        now = loop.time()
+        if idle_streams(queue, now):
+            _collect(now)
+        await asyncio.sleep(SWEEP_S / 2)
 
 
 async def _drain(it, inner, ticket, prev: bytes, last: bytes, read_usage: bool) -> None:
@@ -143,6 +205,9 @@ class AdmittedStream(httpx.AsyncByteStream):
         self._prev = self._last = b""
         self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop, inner if self._drain else None)
         self._finalizer.atexit = False
+        #: loop time of the last chunk handed to the reader (or of the response start)
+        self.last_read = loop.time() if loop is not None else 0.0
+        _OPEN.add(self)
 
     @property
     def ticket(self):
@@ -153,6 +218,7 @@ class AdmittedStream(httpx.AsyncByteStream):
         if self._state == "draining":
             return
         self._state = "done"
+        _OPEN.discard(self)
         self._finalizer.detach()
         tokens = None
         if self._read_usage and self._last:
@@ -167,6 +233,7 @@ class AdmittedStream(httpx.AsyncByteStream):
         if self._state != "open":
             return
         self._state = "draining"
+        _OPEN.discard(self)
         self._finalizer.detach()
         it = self._it if self._it is not None else self._inner.__aiter__()
         _start_drain(self._loop, it, self._inner, self._ticket, self._prev, self._last, self._read_usage)
@@ -179,6 +246,8 @@ class AdmittedStream(httpx.AsyncByteStream):
             async for chunk in it:
                 if read_usage:
                     self._prev, self._last = self._last, chunk
+                if self._loop is not None:
+                    self.last_read = self._loop.time()
                 try:
                     yield chunk
                 except GeneratorExit:  # the reader stopped before the end

@@ -50,7 +50,7 @@ from sjf_core.errors import AdmissionRejected
 from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
 
 from .arrivals import ArrivalMemory
-from .stream import AdmittedStream, usage_tokens
+from .stream import AdmittedStream, ensure_sweeper, usage_tokens
 
 log = logging.getLogger("openai_sjf")
 
@@ -170,6 +170,9 @@ class SJFTransport(httpx.AsyncBaseTransport):
             return await self.inner.handle_async_request(request)
 
         try:
+            q = getattr(ticket, "queue", None)
+            if q is not None and q.in_flight >= q.slots:
+                ensure_sweeper(q)  # a slot holder may be an abandoned stream (see openai_sjf.stream)
             await ticket.acquire(queue_wait_limit(request))
         except (asyncio.TimeoutError, TimeoutError):
             self.stats.queue_timeouts += 1
