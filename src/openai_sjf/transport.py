@@ -170,9 +170,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
             return await self.inner.handle_async_request(request)
 
         try:
-            q = getattr(ticket, "queue", None)
-            if q is not None and q.in_flight >= q.slots:
-                ensure_sweeper(q)  # a slot holder may be an abandoned stream (see openai_sjf.stream)
+            self._sweep_if_waiting(ticket)
             await ticket.acquire(queue_wait_limit(request))
         except (asyncio.TimeoutError, TimeoutError):
             self.stats.queue_timeouts += 1
@@ -211,6 +209,17 @@ class SJFTransport(httpx.AsyncBaseTransport):
             ticket.release()
             raise
         return response
+
+    @staticmethod
+    def _sweep_if_waiting(ticket) -> None:
+        """A request about to wait: a slot holder may be an abandoned stream (see
+        :func:`openai_sjf.stream.ensure_sweeper`). Never raises."""
+        try:
+            q = getattr(ticket, "queue", None)
+            if q is not None and q.in_flight >= q.slots:
+                ensure_sweeper(q)
+        except Exception:
+            log.debug("openai_sjf: could not start the abandoned-stream sweeper", exc_info=True)
 
     def _ticket(self, request: httpx.Request, path: str, endpoint: str):
         def load():
