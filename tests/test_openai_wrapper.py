@@ -442,8 +442,7 @@ async def test_stream_left_with_async_for_break_does_not_block_the_next_request(
             break  # no close: the stream is simply dropped
 
     await first_words()
-    await asyncio.sleep(0.6)  # nobody reads it any more (> IDLE_S)
-    assert q.in_flight == 1  # still held: nothing has collected it yet, and nobody waits
+    await asyncio.sleep(0.6)  # nobody reads it any more (> IDLE_S); it usually still holds the slot
     r = await client.with_options(timeout=20).chat.completions.create(model="m", messages=msg("short next"))
     assert r.choices[0].message.content
     await until(lambda: q.in_flight == 0)
