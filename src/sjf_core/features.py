@@ -181,6 +181,44 @@ def _fast():
     return _FAST
 
 
+def fill_text(text: str, out: np.ndarray, version: int, fill_py) -> None:
+    """Write the features of layout ``version`` (1 or 2) of ``text`` into the zeroed float32
+    row ``out``: the C accelerator when built, else ``fill_py(Scan(text), out)``."""
+    fast = _FAST if _FAST is not None else _fast()
+    if fast:
+        fast.fill(text, out, version)
+    else:
+        fill_py(Scan(text), out)
+
+
+def extract_text(text: str, width: int, version: int, fill_py) -> np.ndarray:
+    """One prompt's features as a new float32 row [width] (see :func:`fill_text`).
+
+    Raises:
+        TypeError: if ``text`` is not a str.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    out = np.zeros(width, dtype=np.float32)
+    fill_text(text, out, version, fill_py)
+    return out
+
+
+def extract_texts(texts, width: int, version: int, fill_py) -> np.ndarray:
+    """Features of a sequence of texts: float32 [N, width] (see :func:`fill_text`).
+
+    Raises:
+        TypeError: if an item is not a str.
+    """
+    texts = list(texts)
+    out = np.zeros((len(texts), width), dtype=np.float32)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+        fill_text(t, out[i], version, fill_py)
+    return out
+
+
 def extract_v1(text: str) -> np.ndarray:
     """The 19 paper features of one prompt.
 
@@ -195,24 +233,12 @@ def extract_v1(text: str) -> np.ndarray:
     Raises:
         TypeError: if ``text`` is not a str.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
-    out = np.zeros(N_FEATURES, dtype=np.float32)
-    fast = _FAST if _FAST is not None else _fast()
-    if fast:
-        fast.fill(text, out, 1)
-    else:
-        fill_v1(Scan(text), out)
-    return out
+    return extract_text(text, N_FEATURES, 1, fill_v1)
 
 
 def fill_text_v1(text: str, out: np.ndarray) -> None:
     """Write the v1 features of ``text`` into the zeroed float32 row ``out`` [19] (no allocation)."""
-    fast = _FAST if _FAST is not None else _fast()
-    if fast:
-        fast.fill(text, out, 1)
-    else:
-        fill_v1(Scan(text), out)
+    fill_text(text, out, 1, fill_v1)
 
 
 def extract_v1_py(text: str) -> np.ndarray:
@@ -224,14 +250,4 @@ def extract_v1_py(text: str) -> np.ndarray:
 
 def extract_v1_many(texts) -> np.ndarray:
     """:func:`extract_v1` for a sequence of texts: float32 array of shape [N, 19]."""
-    texts = list(texts)
-    out = np.zeros((len(texts), N_FEATURES), dtype=np.float32)
-    fast = _FAST if _FAST is not None else _fast()
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-        if fast:
-            fast.fill(t, out[i], 1)
-        else:
-            fill_v1(Scan(t), out[i])
-    return out
+    return extract_texts(texts, N_FEATURES, 1, fill_v1)

@@ -175,24 +175,12 @@ def extract_v2(text: str) -> np.ndarray:
     Raises:
         TypeError: if ``text`` is not a str.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
-    out = np.zeros(N_FEATURES_V2, dtype=np.float32)
-    fast = _f1._FAST if _f1._FAST is not None else _f1._fast()
-    if fast:
-        fast.fill(text, out, 2)
-    else:
-        fill_v2(Scan(text), out)
-    return out
+    return _f1.extract_text(text, N_FEATURES_V2, 2, fill_v2)
 
 
 def fill_text_v2(text: str, out: np.ndarray) -> None:
     """Write the v2 features of ``text`` into the zeroed float32 row ``out`` (no allocation)."""
-    fast = _f1._FAST if _f1._FAST is not None else _f1._fast()
-    if fast:
-        fast.fill(text, out, 2)
-    else:
-        fill_v2(Scan(text), out)
+    _f1.fill_text(text, out, 2, fill_v2)
 
 
 def extract_v2_py(text: str) -> np.ndarray:
@@ -204,14 +192,4 @@ def extract_v2_py(text: str) -> np.ndarray:
 
 def extract_v2_many(texts) -> np.ndarray:
     """:func:`extract_v2` for a sequence of texts: float32 [N, len(FEATURE_NAMES_V2)]."""
-    texts = list(texts)
-    out = np.zeros((len(texts), N_FEATURES_V2), dtype=np.float32)
-    fast = _f1._FAST if _f1._FAST is not None else _f1._fast()
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-        if fast:
-            fast.fill(t, out[i], 2)
-        else:
-            fill_v2(Scan(t), out[i])
-    return out
+    return _f1.extract_texts(texts, N_FEATURES_V2, 2, fill_v2)
