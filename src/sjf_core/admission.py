@@ -133,7 +133,6 @@ class AdmissionQueue:
         self._throttler = self.rate_limit.throttler() if self.rate_limit is not None else None
         self._deferred: list[Ticket] = []
         self._waking = False
-        self._lazy_running = 0  # tickets dispatched before they were scored (see ticket(scorer=))
 
     # ---- introspection -------------------------------------------------------------
     @property
@@ -210,10 +209,8 @@ class AdmissionQueue:
             # the order matters now: score the newcomer and any request running unscored
             if t._scorer is not None:
                 self._score(t)
-            if self._lazy_running:
-                for r in list(self._running):
-                    if r._scorer is not None:
-                        self._score(r)
+            for r in [r for r in self._running if r._scorer is not None]:  # at most `slots` tickets
+                self._score(r)
         verdict = self._check(t)
         if verdict is None:
             self._enqueue(t)
@@ -246,7 +243,6 @@ class AdmissionQueue:
         e.key, e.klass, e.expected_tokens, e.fallback = fresh.key, fresh.klass, fresh.expected_tokens, fresh.fallback
         e.priority, e.deadline, e.scored = fresh.priority, fresh.deadline, True
         if not math.isnan(e.dispatched_at):  # it was dispatched unscored
-            self._lazy_running -= 1
             if e.fallback:
                 self.stats.fallback += 1
             rescored = getattr(self.pending, "rescored", None)
@@ -309,8 +305,6 @@ class AdmissionQueue:
         if self.overload is not None:
             self.overload.enqueued(t.entry)
         self.stats.max_waiting = max(self.stats.max_waiting, len(self.pending))
-        if t._scorer is not None:
-            self._lazy_running += 1  # granted at once just below (see _dispatches_at_once)
         self._emit("on_enqueue", t.entry)
         self._dispatch()
 
@@ -349,9 +343,7 @@ class AdmissionQueue:
         true_class = class_of_tokens(answer_tokens) if answer_tokens is not None and answer_tokens >= 0 else None
         if self.overload is not None:
             self.overload.finished(t.entry)
-        if t._scorer is not None:  # ran alone, never scored: nothing to score it for now
-            t._scorer = None
-            self._lazy_running -= 1
+        t._scorer = None  # if it ran alone, never scored: nothing to score it for now
         try:
             try:
                 self.pending.observe(t.entry, service_s, true_class, answer_tokens)
