@@ -56,6 +56,9 @@ Every request that got a slot is recorded in ``stats()["order"]`` with ``t_in`` 
 reached the emulator), ``t_start`` (it got a slot), ``t_out`` (its handler returned:
 the answer, or the orphan's generation, ended), all ``time.monotonic()`` seconds, and
 ``probe`` (it carried the ``x-sjf-probe`` header of :mod:`sjf_core.backend_probe`).
+Probes take a slot like any request but are counted apart (``probes``,
+``probes_in_flight``, ``max_probes_in_flight``): ``in_flight`` / ``max_in_flight``
+count user requests only.
 :func:`max_overlap` and :func:`idle_gaps` compute the backend's real concurrency and
 idle time from these records.
 
@@ -273,8 +276,11 @@ class EmulatorConfig:
 @dataclass
 class _Stats:
     received: int = 0
-    in_flight: int = 0  # received and not finished (waiting + generating)
+    in_flight: int = 0  # user requests received and not finished (waiting + generating); probes apart
     max_in_flight: int = 0
+    probes: int = 0  # x-sjf-probe requests received
+    probes_in_flight: int = 0
+    max_probes_in_flight: int = 0
     generating: int = 0
     max_generating: int = 0
     waiting: int = 0
@@ -421,7 +427,8 @@ class Emulator:
     def reset(self) -> None:
         """Zero the counters (gauges of requests still open are kept)."""
         s = self._stats
-        self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, generating=s.generating,
+        self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, probes_in_flight=s.probes_in_flight,
+                             max_probes_in_flight=s.probes_in_flight, generating=s.generating,
                              max_generating=s.generating, waiting=s.waiting)
 
     async def _stats_handler(self, request: web.Request) -> web.Response:
@@ -530,8 +537,13 @@ class Emulator:
         t_in = time.monotonic()
         rec = None
         probe = PROBE_HEADER in request.headers
-        s.in_flight += 1
-        s.max_in_flight = max(s.max_in_flight, s.in_flight)
+        if probe:  # our idle probe: counted apart, so "never more than slots" speaks of user requests
+            s.probes += 1
+            s.probes_in_flight += 1
+            s.max_probes_in_flight = max(s.max_probes_in_flight, s.probes_in_flight)
+        else:
+            s.in_flight += 1
+            s.max_in_flight = max(s.max_in_flight, s.in_flight)
         try:
             # ---- wait for a slot (FIFO) -------------------------------------------------
             fut = self._slots.try_acquire()
@@ -563,7 +575,10 @@ class Emulator:
                 s.generating -= 1
                 self._slots.release()
         finally:
-            s.in_flight -= 1
+            if probe:
+                s.probes_in_flight -= 1
+            else:
+                s.in_flight -= 1
             if rec is not None:
                 rec["t_out"] = round(time.monotonic(), 4)
 
