@@ -49,7 +49,7 @@ TRACE = (
        {"prompt": "drop midway", "answer_tokens": 200, "fault": "drop-mid"},
        {"prompt": "abandoned stream", "answer_tokens": 600},
        {"prompt": "abandoned while queued", "answer_tokens": 10},
-       {"prompt": "abandoned non-stream", "answer_tokens": 800},
+       {"prompt": "abandoned non-stream", "answer_tokens": 2400},
        {"prompt": "two slots", "answer_tokens": 150},
        {"prompt": "a very long stream", "answer_tokens": 2000}]
 )
@@ -155,8 +155,7 @@ def main():
     proxy = None
     try:
         proxy, port = _start(emus, {"SJF_TAU": "off", "SJF_PROMOTION": "strict",
-                                    "SJF_BACKEND_SLOTS": json.dumps({emus["c"].base_url: 2}),
-                                    "SJF_ORPHAN_HOLD_MAX_S": "3"},
+                                    "SJF_BACKEND_SLOTS": json.dumps({emus["c"].base_url: 2})},
                              router_settings={"fallbacks": [{"f": ["b"]}]})
         yield Harness(proxy, port, emus)
     finally:
@@ -235,8 +234,8 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
     assert await holder == 5
 
     # 2. a mix at once: successes, backend 500s, dropped connections, a mid-stream drop,
-    #    a client that leaves mid-stream (a keeps generating: drained), and one that leaves
-    #    a non-streamed answer mid-generation (b stops generating).
+    #    a client that leaves mid-stream (a keeps generating for nobody), and one that
+    #    leaves a non-streamed answer mid-generation (b stops generating).
     async def leave_mid_stream(model, prompt, after_chunks=3):
         async with h.client() as c:
             s = await c.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
@@ -279,6 +278,23 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
     assert "no error" not in results[2:6], results
     assert results[6] == "left" and results[7] == "left"
 
+    # 3. a client that leaves a non-streamed answer that a goes on generating for nobody,
+    #    while a request waits for the slot (on b, which stops, "never 2 in flight" could
+    #    not fail: issue 15)
+    async def running_then_cancelled(prompt):
+        async with httpx.AsyncClient(timeout=120) as hc:
+            await hc.post(h.proxy.openai_base_url + "/chat/completions",
+                          headers={"Authorization": f"Bearer {h.proxy.master_key}"},
+                          json={"model": "a", "messages": [{"role": "user", "content": prompt}]})
+
+    orphan = asyncio.create_task(running_then_cancelled("abandoned non-stream"))
+    assert await until(lambda: h.emus["a"].stats()["generating"] == 1
+                       and h.emus["a"].stats()["order"][-1]["hash"] == short_hash("abandoned non-stream")), h.dump()
+    follow = asyncio.create_task(h.chat("a", "ok short"))
+    assert await until(lambda: h.queue("a")["waiting"] == 1), h.dump()
+    orphan.cancel()
+    assert await follow == 30
+
     # everything settles: no slot held, nothing queued, no call tracked, both backends idle
     assert await until(lambda: h.idle("a") and h.idle("b") and h.status()["draining"] == 0, timeout=60), h.dump()
     st = h.status()
@@ -295,6 +311,8 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
     # returned before admitting more (the stream on a, the non-streamed answer on b)
     ea = h.emus["a"].stats()
     assert ea["max_in_flight"] == 1 and ea["max_probes_in_flight"] <= 1, h.dump()
+    orphan = [o for o in ea["order"] if o["hash"] == short_hash("abandoned non-stream")]
+    assert [o["outcome"] for o in orphan] == ["disconnected"], h.dump()  # it was generated for nobody
     assert st["counters"]["orphan_probes"] >= 2 and st["counters"]["released_probe"] >= 2, h.dump()
     assert h.emus["b"].stats()["max_in_flight"] == 1, h.dump()
     # and a follow-up request on each backend is served at once
