@@ -4,12 +4,18 @@ Every test drives ``openai.AsyncOpenAI`` (wrapped) against an in-process
 :class:`sjf_core.emulator.Emulator` (a real aiohttp server on 127.0.0.1). The
 emulator's own counters (``max_in_flight``, service ``order``) are the ground
 truth for what reached the backend.
+
+The file runs against openai 1.x/2.x (on ``httpx``) and 3.x (on ``httpx2``): ``SDK_HTTP``
+is the HTTP library of the installed SDK's default client, and the tests that bring
+their own ``http_client`` run once per library the installed SDK accepts (``USER_HTTP``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
+import sys
 import warnings
 
 import httpx
@@ -24,6 +30,33 @@ from sjf_core.prediction import Prediction
 from sjf_core.scheduler import Scheduler
 
 FAULT = "x-emulator-fault"
+
+
+def _sdk_http_module():
+    """The HTTP library (module) of the installed SDK's default async client."""
+    for c in openai.DefaultAsyncHttpxClient.__mro__:
+        if c.__name__ == "AsyncClient" and c.__module__.split(".")[0] in ("httpx", "httpx2"):
+            return sys.modules[c.__module__.split(".")[0]]
+    raise AssertionError(f"the openai SDK's default client is on neither httpx nor httpx2: "
+                         f"{openai.DefaultAsyncHttpxClient.__mro__}")
+
+
+def _accepted_user_http_modules():
+    """httpx, and httpx2 where it is installed and the SDK accepts an httpx2.AsyncClient."""
+    mods = [httpx]
+    try:
+        httpx2 = importlib.import_module("httpx2")
+    except ImportError:
+        return mods
+    try:
+        openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", http_client=httpx2.AsyncClient())
+    except TypeError:  # openai 1.x: httpx only
+        return mods
+    return mods + [httpx2]
+
+
+SDK_HTTP = _sdk_http_module()
+USER_HTTP = _accepted_user_http_modules()
 
 
 class KeywordPredictor:
@@ -104,6 +137,9 @@ async def test_wrap_keeps_class_settings_and_original(emulator_factory):
     assert (wrapped.timeout, wrapped.max_retries) == (12.5, 4)
     assert wrapped.default_headers["x-team"] == "a" and wrapped.default_query == {"q": "1"}
     assert isinstance(wrapped._client._transport, openai_sjf.SJFTransport)
+    # the wrapped client and its transport are of the SDK's own HTTP library
+    assert isinstance(wrapped._client, SDK_HTTP.AsyncClient)
+    assert isinstance(wrapped._client._transport, SDK_HTTP.AsyncBaseTransport)
     # the original client is untouched and keeps working without admission
     assert not isinstance(base._client._transport, openai_sjf.SJFTransport)
     assert wrapped._client._transport.inner is base._client._transport
@@ -120,12 +156,13 @@ async def test_wrap_keeps_class_settings_and_original(emulator_factory):
         openai_sjf.wrap(base, scheduler=Scheduler(), slots=2)
 
 
-async def test_user_transport_headers_query_and_retries_take_effect(emulator_factory):
+@pytest.mark.parametrize("lib", USER_HTTP, ids=lambda m: m.__name__)
+async def test_user_transport_headers_query_and_retries_take_effect(emulator_factory, lib):
     emu = await emulator_factory(tokens_per_s=5000)
-    seen: list[httpx.Request] = []
+    seen: list = []
     hooked: list[str] = []
 
-    class CountingTransport(httpx.AsyncHTTPTransport):
+    class CountingTransport(lib.AsyncHTTPTransport):
         async def handle_async_request(self, request):
             seen.append(request)
             return await super().handle_async_request(request)
@@ -133,7 +170,7 @@ async def test_user_transport_headers_query_and_retries_take_effect(emulator_fac
     async def hook(request):
         hooked.append(request.url.path)
 
-    http = httpx.AsyncClient(transport=CountingTransport(), event_hooks={"request": [hook]})
+    http = lib.AsyncClient(transport=CountingTransport(), event_hooks={"request": [hook]})
     sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec := Recorder()])
     client = openai_sjf.wrap(
         openai.AsyncOpenAI(base_url=emu.base_url, api_key="sk-user", organization="org-9", http_client=http,
@@ -141,6 +178,7 @@ async def test_user_transport_headers_query_and_retries_take_effect(emulator_fac
         scheduler=sched)
     client = client.with_options(max_retries=2)  # SDK copies keep the wrapper too
     assert isinstance(client._client._transport, openai_sjf.SJFTransport)
+    assert isinstance(client._client._transport, lib.AsyncBaseTransport)
 
     r = await client.chat.completions.create(model="m", messages=msg("short please"))
     assert r.choices[0].message.content
@@ -252,7 +290,8 @@ async def test_zero_leaked_slots_after_mixed_outcomes(emulator_factory):
         await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={FAULT: "500"})
     with pytest.raises(openai.APIConnectionError):
         await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={FAULT: "drop"})
-    with pytest.raises(httpx.RemoteProtocolError):  # the SDK surfaces mid-stream drops as httpx errors
+    # openai 1.x/2.x surfaces a mid-stream drop as the httpx error, 3.x as APIConnectionError
+    with pytest.raises((SDK_HTTP.RemoteProtocolError, openai.APIConnectionError)):
         st = await client.chat.completions.create(model="m", messages=msg("long drop mid"), stream=True,
                                                   extra_headers={FAULT: "drop-mid"})
         async for _ in st:
@@ -449,18 +488,19 @@ async def test_stream_left_with_async_for_break_does_not_block_the_next_request(
 
 
 # ---- smaller contracts ---------------------------------------------------------------------------
-async def test_user_transport_returning_a_read_body_releases_at_once():
+@pytest.mark.parametrize("lib", USER_HTTP, ids=lambda m: m.__name__)
+async def test_user_transport_returning_a_read_body_releases_at_once(lib):
     body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}}
 
-    class CannedTransport(httpx.AsyncBaseTransport):  # e.g. a caching transport: body already in memory
+    class CannedTransport(lib.AsyncBaseTransport):  # e.g. a caching transport: body already in memory
         async def handle_async_request(self, request):
-            return httpx.Response(200, json=body)
+            return lib.Response(200, json=body)
 
     rec = Recorder()
     sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec])
-    http = httpx.AsyncClient(transport=CannedTransport())
+    http = lib.AsyncClient(transport=CannedTransport())
     client = openai_sjf.wrap(openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", http_client=http),
                              scheduler=sched)
     for _ in range(3):

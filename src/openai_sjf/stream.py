@@ -1,7 +1,8 @@
 """A response body stream that holds an admission slot until it is closed.
 
-:class:`AdmittedStream` wraps the ``httpx.AsyncByteStream`` returned by the user's
-transport. The slot (:class:`sjf_core.admission.Ticket`) is released exactly once
+:class:`AdmittedStream` wraps the ``AsyncByteStream`` (``httpx`` or ``httpx2``)
+returned by the user's transport; ``AdmittedStream.for_library(lib)`` is the
+subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The slot (:class:`sjf_core.admission.Ticket`) is released exactly once
 (``Ticket.release`` is idempotent and thread-safe) when the first of these happens:
 
 * the body is read to the end (non-streaming calls: as soon as the last byte
@@ -41,7 +42,7 @@ import math
 import re
 import weakref
 
-import httpx
+from .httplib import flavour, lib_of
 
 log = logging.getLogger("openai_sjf")
 
@@ -176,11 +177,14 @@ def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=Non
     ticket.release()
 
 
-class AdmittedStream(httpx.AsyncByteStream):
-    """``httpx.AsyncByteStream`` that releases ``ticket`` when the body is done.
+class AdmittedStream:
+    """An ``AsyncByteStream`` that releases ``ticket`` when the body is done.
+
+    ``AdmittedStream(inner, ...)`` is an instance of ``AdmittedStream.for_library(lib)``
+    for the library of ``inner`` (``httpx`` for a duck-typed stream).
 
     Args:
-        inner: the original response stream (``httpx.AsyncByteStream``).
+        inner: the original response stream (an ``httpx``/``httpx2`` ``AsyncByteStream``).
         ticket: the admission ticket holding the slot (state "running").
         loop: the event loop the request runs on (for GC-time release and drains).
         read_usage: look for ``usage`` at the end of the body (False for
@@ -192,6 +196,16 @@ class AdmittedStream(httpx.AsyncByteStream):
             caller's close returns at once. Default False: close the connection
             and release at once (backends that stop on disconnect).
     """
+
+    def __new__(cls, inner=None, *args, **kwargs):
+        if cls is AdmittedStream:
+            cls = cls.for_library(lib_of(inner, "AsyncByteStream"))
+        return object.__new__(cls)
+
+    @classmethod
+    def for_library(cls, lib) -> type:
+        """The subclass for HTTP library ``lib`` (inherits ``lib.AsyncByteStream``)."""
+        return flavour(AdmittedStream, lib, "AsyncByteStream")
 
     def __init__(self, inner, ticket, loop: asyncio.AbstractEventLoop | None, read_usage: bool = True,
                  drain: bool = False):

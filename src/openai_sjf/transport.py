@@ -1,10 +1,10 @@
-"""The httpx transport that admits OpenAI generation requests through the SJF queue.
+"""The transport that admits OpenAI generation requests through the SJF queue.
 
-:class:`SJFTransport` wraps the transport the user's ``httpx.AsyncClient``
-already has (the SDK default, a custom transport, a proxy mount) and delegates
-every request to it. Only ``POST`` requests whose path ends in
-``/chat/completions``, ``/completions`` or ``/responses`` are admitted; all
-other requests go straight through.
+:class:`SJFTransport` wraps the transport the user's ``httpx.AsyncClient`` (openai
+1.x/2.x) or ``httpx2.AsyncClient`` (openai 3.x) already has (the SDK default, a custom
+transport, a proxy mount) and delegates every request to it. Only ``POST`` requests
+whose path ends in ``/chat/completions``, ``/completions`` or ``/responses`` are
+admitted; all other requests go straight through.
 
 Per admitted request (``handle_async_request``):
 
@@ -15,9 +15,9 @@ Per admitted request (``handle_async_request``):
    re-serialised) and scored only when there is an order to decide: when the request
    must wait, or when another one arrives while it runs. A request granted a slot at
    once and alone until its release is never scored (metrics label it ``idle``);
-2. wait for a slot at most the request's httpx ``pool`` timeout (else its
+2. wait for a slot at most the request's ``pool`` timeout (else its
    ``read`` timeout; None waits without limit). Expiry leaves the queue and
-   raises ``httpx.PoolTimeout``, which the SDK maps to ``openai.APITimeoutError``
+   raises the library's ``PoolTimeout``, which the SDK maps to ``openai.APITimeoutError``
    (after its own retries, which keep the original arrival). Cancellation
    leaves the queue (``Ticket.acquire``);
 3. send through the wrapped transport; the response body stream is wrapped in
@@ -28,6 +28,11 @@ Overload: :class:`sjf_core.errors.AdmissionRejected` becomes a local HTTP 429
 response with ``Retry-After``/``retry-after-ms`` (the SDK raises
 ``openai.RateLimitError``) and ``x-should-retry: false`` unless
 ``retry_rejected=True``.
+
+One implementation serves both HTTP libraries: ``SJFTransport(inner, ...)`` is an
+instance of the per-library subclass that also inherits that library's
+``AsyncBaseTransport`` (:mod:`openai_sjf.httplib`), and raises / builds that library's
+``PoolTimeout`` and ``Response``.
 
 Fail-open (DESIGN.md invariant 5): an unreadable body is admitted unscored (the
 policy's neutral key, FCFS among equals); an internal fault of the scheduler
@@ -44,12 +49,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from sjf_core.errors import AdmissionRejected
 from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
 
 from .arrivals import ArrivalMemory
+from .httplib import HTTPX, HttpLib, flavour, lib_of_transport
 from .stream import AdmittedStream, ensure_sweeper, usage_tokens
 
 log = logging.getLogger("openai_sjf")
@@ -72,13 +76,13 @@ def endpoint_of(path: str) -> str | None:
     return None
 
 
-def backend_of(url: httpx.URL, path: str, endpoint: str) -> str:
+def backend_of(url: Any, path: str, endpoint: str) -> str:
     """Queue key: scheme://host[:port]/prefix of the request URL (no trailing slash)."""
     prefix = path.rstrip("/")[: -(len(endpoint) + 1)]
     return f"{url.scheme}://{url.netloc.decode('ascii')}{prefix}"
 
 
-def queue_wait_limit(request: httpx.Request) -> float | None:
+def queue_wait_limit(request: Any) -> float | None:
     """Seconds a request may wait in the queue: its httpx ``pool`` timeout, else ``read``."""
     t = request.extensions.get("timeout")
     if not isinstance(t, dict):
@@ -89,7 +93,7 @@ def queue_wait_limit(request: httpx.Request) -> float | None:
     return float(v) if v is not None else None
 
 
-def sjf_headers(headers: httpx.Headers) -> dict[str, str] | None:
+def sjf_headers(headers: Any) -> dict[str, str] | None:
     """Only the scheduling headers of :mod:`sjf_core.meta` (priority, deadline), or None."""
     out = None
     for name in _META_HEADERS:
@@ -112,8 +116,12 @@ class TransportStats:
     internal_errors: int = 0
 
 
-class SJFTransport(httpx.AsyncBaseTransport):
-    """SJF admission around an existing ``httpx.AsyncBaseTransport``.
+class SJFTransport:
+    """SJF admission around an existing ``httpx``/``httpx2`` ``AsyncBaseTransport``.
+
+    ``SJFTransport(inner, ...)`` returns an instance of ``SJFTransport.for_library(lib)``,
+    ``lib`` being ``http_lib`` if given, else the library ``inner`` subclasses (``httpx``
+    for a duck-typed transport); it is also an instance of ``lib.AsyncBaseTransport``.
 
     Args:
         inner: the transport to delegate to (kept, never replaced).
@@ -125,13 +133,28 @@ class SJFTransport(httpx.AsyncBaseTransport):
         on_close: what a response body closed before its end does with its slot:
             "release" (default: close the connection, release at once) or
             "drain" (read the rest in the background, release at its end).
+        http_lib: the :class:`~openai_sjf.httplib.HttpLib` of the client (default: from ``inner``).
 
     Raises:
         ValueError: an unknown ``on_close``.
     """
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, scheduler, retry_rejected: bool = False,
-                 arrivals: ArrivalMemory | None = None, on_close: str = "release"):
+    #: the HTTP library of this flavour (set on the per-library subclasses)
+    http: HttpLib = HTTPX
+
+    def __new__(cls, inner=None, *args, http_lib: HttpLib | None = None, **kwargs):
+        if cls is SJFTransport:
+            cls = cls.for_library(http_lib or lib_of_transport(inner))
+        return object.__new__(cls)
+
+    @classmethod
+    def for_library(cls, lib: HttpLib) -> type:
+        """The subclass for HTTP library ``lib`` (inherits ``lib.AsyncBaseTransport``)."""
+        return flavour(SJFTransport, lib, "AsyncBaseTransport")
+
+    def __init__(self, inner, scheduler, retry_rejected: bool = False,
+                 arrivals: ArrivalMemory | None = None, on_close: str = "release",
+                 http_lib: HttpLib | None = None):
         if on_close not in ON_CLOSE:
             raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
         self.inner = inner
@@ -153,7 +176,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
     # ---- requests -----------------------------------------------------------------
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request):
         endpoint = endpoint_of(request.url.path) if request.method == "POST" else None
         if endpoint is None:
             self.stats.passed_through += 1
@@ -174,7 +197,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
             await ticket.acquire(queue_wait_limit(request))
         except (asyncio.TimeoutError, TimeoutError):
             self.stats.queue_timeouts += 1
-            raise httpx.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
+            raise self.http.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
         except Exception:
@@ -193,7 +216,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
             encoding = response.headers.get("content-encoding", "identity").lower()
             read_usage = response.status_code == 200 and encoding in ("", "identity")
             if response.is_stream_consumed or response.is_closed:
-                # A transport that returns an already-read body (e.g. httpx.Response(content=...)):
+                # A transport that returns an already-read body (e.g. Response(content=...)):
                 # nothing is left to stream, so the backend is done.
                 tokens = None
                 if read_usage:
@@ -203,7 +226,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
                         tokens = None
                 ticket.release(tokens)
                 return response
-            response.stream = AdmittedStream(response.stream, ticket, asyncio.get_running_loop(), read_usage,
+            response.stream = AdmittedStream.for_library(self.http)(response.stream, ticket, asyncio.get_running_loop(), read_usage,
                                              drain=self.on_close == "drain")
         except BaseException:
             ticket.release()
@@ -221,7 +244,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
         except Exception:
             log.debug("openai_sjf: could not start the abandoned-stream sweeper", exc_info=True)
 
-    def _ticket(self, request: httpx.Request, path: str, endpoint: str):
+    def _ticket(self, request, path: str, endpoint: str):
         def load():
             body: Any = None
             try:
@@ -234,7 +257,7 @@ class SJFTransport(httpx.AsyncBaseTransport):
         return self.scheduler.lazy_ticket(backend_of(request.url, path, endpoint), load, endpoint,
                                           self.arrivals.arrival(request))
 
-    def _rejected(self, request: httpx.Request, exc: AdmissionRejected) -> httpx.Response:
+    def _rejected(self, request, exc: AdmissionRejected):
         self.stats.rejected += 1
         retry_after = max(0.0, float(exc.retry_after_s))
         body = json.dumps({
@@ -251,4 +274,4 @@ class SJFTransport(httpx.AsyncBaseTransport):
             "x-should-retry": "true" if self.retry_rejected else "false",
             REJECTED_HEADER: str(exc.reason),
         }
-        return httpx.Response(429, headers=headers, content=body, request=request)
+        return self.http.Response(429, headers=headers, content=body, request=request)
