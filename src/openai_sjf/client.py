@@ -24,6 +24,7 @@ from typing import Any
 from .arrivals import ArrivalMemory
 from .httplib import HttpLib, lib_of_client
 from .registry import scheduler_for
+from .orphans import DEFAULT_PROBE_TIMEOUT_S
 from .transport import ON_CLOSE, SJFTransport
 
 
@@ -70,7 +71,8 @@ def wrap(
     predictor: Any = None,
     scheduler: Any = None,
     retry_rejected: bool = False,
-    on_close: str = "release",
+    on_close: str = "probe",
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
 ):
     """Return ``client`` with SJF admission: same class, same API, same settings.
 
@@ -93,12 +95,16 @@ def wrap(
             ``slots``/``policy``/``tau``/``predictor`` must not be given.
         retry_rejected: let the SDK retry an overload rejection (429) after its
             ``Retry-After``; default False: ``openai.RateLimitError`` at once.
-        on_close: a streamed body closed before its end: "release" (default;
-            the connection is closed and the slot freed at once, right for
-            backends that stop generating on disconnect: Ollama, llama.cpp
-            server) or "drain" (the rest is read in the background and the slot
-            freed at its end, for backends that keep generating, e.g.
-            llama-cpp-python).
+        on_close: a streamed (SSE) body closed or abandoned before its end:
+            "probe" (default: the connection is closed and the slot is held until
+            a 1-token probe of the backend returns, right whether the backend stops
+            on disconnect or not), "release" (closed and freed at once, for
+            backends known to stop at once) or "drain" (the rest is read in the
+            background and the slot freed at its end). A non-streamed call that is
+            cancelled or times out after it was sent always probes.
+        probe_timeout_s: seconds an idle probe may take (> 0; default 600, the
+            SDK's default read timeout); then the slot falls back to the queue's
+            lease (``Scheduler(lease_ttl_s=...)``), or is released without one.
 
     Sharing: clients of the same ``base_url`` in one process share one queue;
     the first wrap of a base URL sets its options and later different options
@@ -113,10 +119,14 @@ def wrap(
     Raises:
         TypeError: ``client`` is not an async OpenAI client on an ``httpx``/``httpx2`` ``AsyncClient``.
         ValueError: bad options (``slots`` < 1, unknown policy, bad τ, unknown
-            ``on_close``, or ``scheduler`` together with other options).
+            ``on_close``, ``probe_timeout_s`` <= 0, or ``scheduler`` together with
+            other options).
     """
     if on_close not in ON_CLOSE:
         raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
+    if not isinstance(probe_timeout_s, (int, float)) or isinstance(probe_timeout_s, bool) \
+            or not probe_timeout_s > 0:
+        raise ValueError(f"probe_timeout_s must be a number > 0, got {probe_timeout_s!r}")
     http = getattr(client, "_client", None)
     lib = lib_of_client(http)
     if not callable(getattr(client, "with_options", None)) or lib is None:
@@ -133,9 +143,14 @@ def wrap(
     arrivals = ArrivalMemory()
 
     cls = SJFTransport.for_library(lib)
+    try:  # the client's default headers (e.g. a gateway key) go with an idle probe, as credentials do
+        header_names = tuple(str(k) for k in client.default_headers)
+    except Exception:
+        header_names = ()
 
     def make(inner):
-        return cls(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals, on_close=on_close)
+        return cls(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals, on_close=on_close,
+                   probe_timeout_s=probe_timeout_s, probe_header_names=header_names)
 
     return client.with_options(http_client=_wrapped_http_client(http, lib, make))
 

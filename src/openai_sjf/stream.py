@@ -20,6 +20,11 @@ subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The
   ``SWEEP_S`` seconds per process), so an abandoned stream cannot block the
   queue (a stream being read is never affected).
 
+With an ``orphan`` callback (``on_close="probe"``, the default, and every non-SSE
+body), a body closed, abandoned or broken before its end closes its connection and
+hands the slot to that callback instead of releasing it: the transport holds the slot
+until a 1-token probe of the backend returns (:mod:`openai_sjf.orphans`).
+
 With ``on_close="drain"`` a body closed (or abandoned) before its end is first
 read to its end in a background task, and only then released: the slot then
 stays taken exactly as long as the backend works, for backends that keep
@@ -160,15 +165,35 @@ def _start_drain(loop, it, inner, ticket, prev=b"", last=b"", read_usage=False) 
     task.add_done_callback(_DRAINS.discard)
 
 
-def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=None) -> None:
-    """Finalizer of an abandoned stream: release (or drain) on the loop, never inside the GC."""
+async def _close_then_orphan(inner, orphan, loop) -> None:
+    """Close an abandoned body's connection, then hand its slot to ``orphan`` (never raises)."""
+    try:
+        await inner.aclose()
+    except BaseException:
+        pass
+    finally:
+        orphan(loop)
+
+
+def _start_orphan(loop, inner, orphan) -> None:
+    task = loop.create_task(_close_then_orphan(inner, orphan, loop))
+    _DRAINS.add(task)
+    task.add_done_callback(_DRAINS.discard)
+
+
+def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=None, orphan=None,
+                       drain: bool = False) -> None:
+    """Finalizer of an abandoned stream: release, drain or hand to ``orphan`` on the loop,
+    never inside the GC."""
     if ticket.state != "running":
         return
     log.debug("response stream abandoned without close; releasing its admission slot")
     if loop is not None and not loop.is_closed():
         try:
-            if inner is not None:  # on_close="drain": best effort, a fresh read of the rest
+            if drain and inner is not None:  # on_close="drain": best effort, a fresh read of the rest
                 loop.call_soon_threadsafe(lambda: _start_drain(loop, inner.__aiter__(), inner, ticket))
+            elif orphan is not None and inner is not None:  # hold the slot until the backend is idle
+                loop.call_soon_threadsafe(lambda: _start_orphan(loop, inner, orphan))
             else:
                 loop.call_soon_threadsafe(ticket.release)
             return
@@ -193,8 +218,11 @@ class AdmittedStream:
             end in a background task, and the slot is released only then, so
             that a backend which keeps generating after a disconnect
             (llama-cpp-python) never runs more than ``slots`` requests. The
-            caller's close returns at once. Default False: close the connection
-            and release at once (backends that stop on disconnect).
+            caller's close returns at once.
+        orphan: called as ``orphan(loop)`` (on the loop) when the body ends early
+            without ``drain``: closed or abandoned before its end, or reading
+            raised. It takes over the slot (the transport's idle probe). None:
+            release at once (``on_close="release"``).
     """
 
     def __new__(cls, inner=None, *args, **kwargs):
@@ -208,16 +236,19 @@ class AdmittedStream:
         return flavour(AdmittedStream, lib, "AsyncByteStream")
 
     def __init__(self, inner, ticket, loop: asyncio.AbstractEventLoop | None, read_usage: bool = True,
-                 drain: bool = False):
+                 drain: bool = False, orphan=None):
         self._inner = inner
         self._ticket = ticket
         self._loop = loop
         self._read_usage = read_usage
         self._drain = bool(drain) and loop is not None
+        self._orphan = orphan if loop is not None else None
         self._it = None
-        self._state = "open"  # open -> done | draining
+        self._state = "open"  # open -> done | draining | orphaned
         self._prev = self._last = b""
-        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop, inner if self._drain else None)
+        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop,
+                                           inner if (self._drain or self._orphan) else None, self._orphan,
+                                           self._drain)
         self._finalizer.atexit = False
         #: loop time of the last chunk handed to the reader (or of the response start)
         self.last_read = loop.time() if loop is not None else 0.0
@@ -229,7 +260,7 @@ class AdmittedStream:
         return self._ticket
 
     def _done(self) -> None:
-        if self._state == "draining":
+        if self._state in ("draining", "orphaned"):
             return
         self._state = "done"
         _OPEN.discard(self)
@@ -243,6 +274,16 @@ class AdmittedStream:
             self._prev = self._last = b""
         self._ticket.release(tokens)
 
+    def _begin_orphan(self) -> None:
+        """The body ended early: the ``orphan`` callback takes over the slot."""
+        if self._state != "open":
+            return
+        self._state = "orphaned"
+        _OPEN.discard(self)
+        self._finalizer.detach()
+        self._prev = self._last = b""
+        self._orphan(self._loop)
+
     def _begin_drain(self) -> None:
         if self._state != "open":
             return
@@ -255,7 +296,7 @@ class AdmittedStream:
     async def __aiter__(self):
         read_usage = self._read_usage
         it = self._it = self._inner.__aiter__()
-        early = False
+        early = failed = False
         try:
             async for chunk in it:
                 if read_usage:
@@ -267,9 +308,14 @@ class AdmittedStream:
                 except GeneratorExit:  # the reader stopped before the end
                     early = True
                     raise
+        except BaseException:  # reading raised (broken connection, timeout, cancellation)
+            failed = True
+            raise
         finally:
             if early and self._drain:
                 self._begin_drain()
+            elif (early or failed) and self._orphan is not None:
+                self._begin_orphan()
             else:
                 self._done()
 
@@ -278,6 +324,12 @@ class AdmittedStream:
             self._begin_drain()  # the drain task closes the inner stream when the body ends
             return
         if self._state == "draining":
+            return
+        if self._orphan is not None and self._state == "open":
+            try:
+                await self._inner.aclose()  # a backend that stops on disconnect stops now
+            finally:
+                self._begin_orphan()
             return
         try:
             await self._inner.aclose()

@@ -22,7 +22,15 @@ Per admitted request (``handle_async_request``):
    leaves the queue (``Ticket.acquire``);
 3. send through the wrapped transport; the response body stream is wrapped in
    :class:`~openai_sjf.stream.AdmittedStream`, which releases the slot when the
-   body is done or closed. A transport error releases at once.
+   body is read to its end. An error raised before the request left (connect error,
+   pool timeout) releases at once;
+4. an **orphan** (the request may have reached the backend, but its answer was not
+   read to the end: cancelled or timed out while the backend answers, a broken
+   connection, an SSE stream closed early or abandoned with ``on_close="probe"``)
+   keeps its slot until a 1-token probe of the backend returns
+   (:mod:`openai_sjf.orphans`): the next request is sent exactly when the backend is
+   free, whether it stopped on the disconnect or went on generating. ``on_close=
+   "release"`` / ``"drain"`` override this for SSE streams only.
 
 Overload: :class:`sjf_core.errors.AdmissionRejected` becomes a local HTTP 429
 response with ``Retry-After``/``retry-after-ms`` (the SDK raises
@@ -54,6 +62,7 @@ from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
 
 from .arrivals import ArrivalMemory
 from .httplib import HTTPX, HttpLib, flavour, lib_of_transport
+from .orphans import DEFAULT_PROBE_TIMEOUT_S, OrphanProbe, reached_backend
 from .stream import AdmittedStream, ensure_sweeper, usage_tokens
 
 log = logging.getLogger("openai_sjf")
@@ -61,8 +70,8 @@ log = logging.getLogger("openai_sjf")
 #: (path suffix, endpoint name), checked in this order.
 ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
 _META_HEADERS = (PRIORITY_HEADER, DEADLINE_HEADER)
-#: Values of the ``on_close`` option.
-ON_CLOSE = ("release", "drain")
+#: Values of the ``on_close`` option (the first is the default).
+ON_CLOSE = ("probe", "release", "drain")
 #: Response header that marks a local admission rejection.
 REJECTED_HEADER = "x-sjf-rejected"
 
@@ -114,6 +123,9 @@ class TransportStats:
     rejected: int = 0
     queue_timeouts: int = 0
     internal_errors: int = 0
+    orphans: int = 0  # slots handed to an idle probe (sjf_core.backend_probe)
+    probes_ok: int = 0  # ... released when the probe returned
+    probes_failed: int = 0  # ... left to the lease (or released) after a failed / timed-out probe
 
 
 class SJFTransport:
@@ -130,9 +142,15 @@ class SJFTransport:
             ``Retry-After``); default False (``x-should-retry: false``).
         arrivals: the :class:`~openai_sjf.arrivals.ArrivalMemory` (shared by
             the transports of one wrapped client).
-        on_close: what a response body closed before its end does with its slot:
-            "release" (default: close the connection, release at once) or
-            "drain" (read the rest in the background, release at its end).
+        on_close: what an SSE stream closed (or abandoned) before its end does with its
+            slot: "probe" (default: close the connection, keep the slot until a
+            1-token probe of the backend returns), "release" (close, release at once:
+            for backends known to stop on disconnect) or "drain" (read the rest in the
+            background, release at its end). Non-streamed answers always probe.
+        probe_timeout_s: seconds an idle probe may take before the slot falls back
+            to the queue's lease (or is released when there is none).
+        probe_header_names: extra request header names copied to the probe (the
+            client's default headers; credentials are always copied).
         http_lib: the :class:`~openai_sjf.httplib.HttpLib` of the client (default: from ``inner``).
 
     Raises:
@@ -153,14 +171,19 @@ class SJFTransport:
         return flavour(SJFTransport, lib, "AsyncBaseTransport")
 
     def __init__(self, inner, scheduler, retry_rejected: bool = False,
-                 arrivals: ArrivalMemory | None = None, on_close: str = "release",
-                 http_lib: HttpLib | None = None):
+                 arrivals: ArrivalMemory | None = None, on_close: str = "probe",
+                 http_lib: HttpLib | None = None, probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+                 probe_header_names=()):
         if on_close not in ON_CLOSE:
             raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
         self.inner = inner
         self.scheduler = scheduler
         self.retry_rejected = bool(retry_rejected)
         self.on_close = on_close
+        if not float(probe_timeout_s) > 0:
+            raise ValueError(f"probe_timeout_s must be > 0, got {probe_timeout_s!r}")
+        self.probe_timeout_s = float(probe_timeout_s)
+        self.probe_header_names = frozenset(h.lower() for h in probe_header_names)
         self.arrivals = arrivals or ArrivalMemory()
         self.stats = TransportStats()
 
@@ -209,8 +232,11 @@ class SJFTransport:
 
         try:
             response = await self.inner.handle_async_request(request)
-        except BaseException:
-            ticket.release()
+        except BaseException as exc:
+            if reached_backend(exc, self.http):
+                self._orphan(request, path, endpoint, ticket)  # the backend may still be answering
+            else:
+                ticket.release()
             raise
         try:
             encoding = response.headers.get("content-encoding", "identity").lower()
@@ -226,12 +252,28 @@ class SJFTransport:
                         tokens = None
                 ticket.release(tokens)
                 return response
-            response.stream = AdmittedStream.for_library(self.http)(response.stream, ticket, asyncio.get_running_loop(), read_usage,
-                                             drain=self.on_close == "drain")
+            sse = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+            mode = self.on_close if sse else "probe"
+
+            def orphan(loop=None, _req=request):
+                self._orphan(_req, path, endpoint, ticket, loop)
+
+            response.stream = AdmittedStream.for_library(self.http)(
+                response.stream, ticket, asyncio.get_running_loop(), read_usage,
+                drain=mode == "drain", orphan=None if mode == "release" else orphan)
         except BaseException:
             ticket.release()
             raise
         return response
+
+    def _orphan(self, request, path: str, endpoint: str, ticket, loop=None) -> None:
+        """Hand ``ticket`` to an idle probe of the request's backend (never raises)."""
+        try:
+            OrphanProbe(self.inner, self.http, request, backend_of(request.url, path, endpoint),
+                        self.probe_timeout_s, self.probe_header_names, self.stats).hand_over(ticket, loop)
+        except Exception:
+            log.debug("openai_sjf: could not hand an orphaned slot to a probe; releasing it", exc_info=True)
+            ticket.release()
 
     @staticmethod
     def _sweep_if_waiting(ticket) -> None:
