@@ -83,6 +83,21 @@ def usage_tokens(prev: bytes, last: bytes) -> int | None:
     return None
 
 
+#: Terminal SSE events: chat/completions and completions end with ``data: [DONE]``,
+#: responses with one of these events. Matched only at a line start: answer text sits
+#: inside JSON strings, which cannot hold a raw newline.
+_SSE_END_RE = re.compile(rb"(?:^|\n)(?:data: \[DONE\]|event: response\.(?:completed|incomplete|failed))\s*(?:\n|$)")
+
+
+def sse_ended(prev: bytes, last: bytes) -> bool:
+    """True if the tail of a body (its last two chunks, raw bytes) holds the terminal
+    event of an OpenAI SSE stream (``data: [DONE]``, or ``event: response.completed`` /
+    ``incomplete`` / ``failed``): the backend has finished even if the reader stopped
+    before the connection's end of file (the SDK stops at ``[DONE]`` and closes)."""
+    tail = last if len(last) >= USAGE_TAIL_BYTES else (prev[-USAGE_TAIL_BYTES:] + last)
+    return _SSE_END_RE.search(tail[-USAGE_TAIL_BYTES:]) is not None
+
+
 #: Drain tasks in progress (strong references, so they are not garbage-collected).
 _DRAINS: set = set()
 
@@ -294,13 +309,11 @@ class AdmittedStream:
         _start_drain(self._loop, it, self._inner, self._ticket, self._prev, self._last, self._read_usage)
 
     async def __aiter__(self):
-        read_usage = self._read_usage
         it = self._it = self._inner.__aiter__()
         early = failed = False
         try:
             async for chunk in it:
-                if read_usage:
-                    self._prev, self._last = self._last, chunk
+                self._prev, self._last = self._last, chunk  # the tail: usage, and did the answer end
                 if self._loop is not None:
                     self.last_read = self._loop.time()
                 try:
@@ -312,7 +325,9 @@ class AdmittedStream:
             failed = True
             raise
         finally:
-            if early and self._drain:
+            if early and sse_ended(self._prev, self._last):
+                self._done()  # the reader stopped after the terminal event: the backend is done
+            elif early and self._drain:
                 self._begin_drain()
             elif (early or failed) and self._orphan is not None:
                 self._begin_orphan()
@@ -325,7 +340,7 @@ class AdmittedStream:
             return
         if self._state == "draining":
             return
-        if self._orphan is not None and self._state == "open":
+        if self._orphan is not None and self._state == "open" and not sse_ended(self._prev, self._last):
             try:
                 await self._inner.aclose()  # a backend that stops on disconnect stops now
             finally:
