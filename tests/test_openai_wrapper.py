@@ -697,14 +697,16 @@ async def test_stream_closed_early_holds_the_slot_until_the_backend_is_idle(emul
     assert openai_sjf.transport_of(client).stats.probes_ok == 1
 
 
-async def test_failed_probe_falls_back_to_the_lease_or_releases(emulator_factory):
-    """A probe that cannot succeed (the backend refuses it) never leaks the slot: without a
-    lease the slot is released when the probe fails; the next request is served."""
+@pytest.mark.parametrize("lease_ttl_s", [None, 1.5])
+async def test_failed_probe_falls_back_to_the_lease_or_releases(emulator_factory, lease_ttl_s):
+    """A probe that cannot succeed (the backend refuses it) never leaks the slot: it is left to
+    the queue's lease (which force-releases it), or released when the probe fails if the queue
+    has no lease; the next request is served either way."""
     emu = await emulator_factory(tokens_per_s=100, on_disconnect="continue", trace_records=[
         {"prompt": "Hi!", "answer_tokens": 30}, {"prompt": "short next", "answer_tokens": 3},
         {"prompt": PROBE_PROMPT, "answer_tokens": 1, "fault": "500"}])
     client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
-                             scheduler=Scheduler(predictor=KeywordPredictor()))
+                             scheduler=Scheduler(predictor=KeywordPredictor(), lease_ttl_s=lease_ttl_s))
     q = openai_sjf.queue_of(client)
     t = openai_sjf.transport_of(client)
     orphan = asyncio.ensure_future(client.chat.completions.create(model="m", messages=msg("Hi!")))
@@ -716,6 +718,7 @@ async def test_failed_probe_falls_back_to_the_lease_or_releases(emulator_factory
     assert r.usage.completion_tokens == 3
     await until(lambda: q.in_flight == 0)
     assert (t.stats.orphans, t.stats.probes_ok, t.stats.probes_failed) == (1, 0, 1)
+    assert q.stats.expired == (0 if lease_ttl_s is None else 1)  # who released the orphan's slot
     assert q.stats.dispatched == q.stats.released
 
 
