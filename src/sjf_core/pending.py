@@ -15,8 +15,10 @@ Dispatch order at each :meth:`pop` (every structure here):
 1. **Due waiters, earliest due time first (EDF).** A waiter is due at its latest
    start time when it has a deadline (request metadata ``sjf_deadline_s``):
    deadline minus its expected service time
-   (:class:`~sjf_core.service.ServiceStats`); and, with ``promotion="fcfs-bound"``,
-   at its FCFS bound (:meth:`HeapPending._fcfs_bound`), whichever is earlier.
+   (:class:`~sjf_core.service.ServiceStats`); with ``max_wait_s``, once it has waited
+   that long; with ``promotion="fcfs-bound"``, at its FCFS bound
+   (:meth:`HeapPending._fcfs_bound`); with ``promotion="work-bound"`` (the default),
+   once the served-work clock reaches its due point (:meth:`HeapPending._work_bound`).
    Deadlines are opt-in, trusted metadata; they are the one documented
    exception to the τ bound of "strict".
 2. **τ promotion** ("strict", "one-in-k", "aged-sjf"): waiters older than τ
@@ -502,8 +504,17 @@ class HeapPending(_PendingBase):
               have promoted, see ``sjf simulate --scenario table10``). Not a
               starvation bound: a waiter past τ can be overtaken by every shorter
               one that passes τ after it.
-            * ``"fcfs-bound"`` (the default of :class:`~sjf_core.policies.Policy`):
-              a waiter becomes due once it has waited longer than τ, than
+            * ``"work-bound"`` (the default of :class:`~sjf_core.policies.Policy`):
+              a waiter is due once the backend has served, since it arrived,
+              ``slowdown`` × its own expected work or ``(1 + work_slack)`` × the
+              work waiting ahead of it, whichever is more (:meth:`_work_bound`,
+              on :attr:`served_work`, in tokens); due waiters go first, earliest
+              due point first. Measured in served tokens, so neither an idle
+              period nor a change of backend speed changes the rule: a burst
+              is pure policy order (docs/scheduling.md).
+            * ``"work-aging"``: no threshold; the key is credited with the
+              served work at arrival (see :meth:`order_key`).
+            * ``"fcfs-bound"`` (the previous default): a waiter becomes due once it has waited longer than τ, than
               ``(1 + slack)`` × the wait FCFS would have given it (the backlog at
               its arrival, from observed per-class service times) and than
               ``floor`` × the current mean FCFS wait; due waiters go first,
@@ -518,6 +529,10 @@ class HeapPending(_PendingBase):
               ``horizon × τ × Δkey/key_span`` seconds after it.
         k: the k of ``"one-in-k"`` (>= 1; k = 1 is ``"strict"``).
         slack, floor: ``"fcfs-bound"`` parameters (>= 0).
+        slowdown, work_slack: ``"work-bound"`` / ``"work-aging"`` parameters
+            (slowdown > 0, work_slack >= 0).
+        max_wait_s: with any rule, a waiter that has waited this many seconds is
+            due (an absolute bound; None: none).
         slots: slots of the queue (for the backlog of ``"fcfs-bound"``).
         key_span: key distance between a typical Short and a typical Long (1.0 for
             P(Long) keys, ~1040 for token keys); used by ``"aging"``.
@@ -525,7 +540,8 @@ class HeapPending(_PendingBase):
         service: shared service statistics (a fresh one by default).
 
     Raises:
-        ValueError: unknown promotion, k < 1, key_span or horizon not positive.
+        ValueError: unknown promotion, k < 1, key_span, horizon or slowdown not
+            positive, slack or work_slack negative, max_wait_s not positive.
     """
 
     def __init__(self, tau: TauEstimator | None = None, promotion: str = "strict", k: int = 2, **kw):

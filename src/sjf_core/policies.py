@@ -18,7 +18,9 @@ Policies (``make_policy(name, **options)``):
   be the real length: simulator and benchmarks with a trace only); τ off.
 
 Options common to all: ``tau`` ("3x" × measured mean Short service time, seconds,
-or "off"), ``promotion`` ("fcfs-bound" default, "strict" = the paper's rule, "one-in-k", "aging", "aged-sjf"),
+or "off": no guard), ``promotion`` ("work-bound" default, "work-aging", "fcfs-bound", "strict" = the
+paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the served-work rules),
+``max_wait_s`` (an absolute wait bound, any rule),
 ``k`` (one-in-k), ``horizon`` (aging horizon in multiples of τ).
 
 Request metadata (:mod:`sjf_core.meta`) acts on every policy the same way:
@@ -69,13 +71,17 @@ class Policy:
 
     Args:
         tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off".
-        promotion: promotion rule of the pending structure: "aging" (default),
-            "strict" (paper §3.4, DESIGN.md invariant 4) or "one-in-k"
-            (see :class:`~sjf_core.pending.HeapPending`).
+        promotion: the starvation guard of the pending structure: "work-bound"
+            (default), "work-aging", "fcfs-bound", "strict" (paper §3.4, DESIGN.md
+            invariant 4), "one-in-k", "aging", "aged-sjf" (see
+            :class:`~sjf_core.pending.HeapPending`, docs/scheduling.md).
         k: the k of the "one-in-k" promotion rule.
         initial_short_service_s: seed of the mean Short service time (seconds).
         horizon: "aging" horizon in multiples of τ (a Long that has waited
             ``horizon × τ`` ties with a fresh Short).
+        slack, floor: "fcfs-bound" parameters.
+        slowdown, work_slack: "work-bound" / "work-aging" parameters (> 0, >= 0).
+        max_wait_s: absolute wait bound in seconds (any rule), or None.
 
     Raises:
         ValueError: bad τ, promotion, k or horizon.
