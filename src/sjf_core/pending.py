@@ -184,6 +184,8 @@ class _PendingBase:
         # "work-bound": due points on the served-work clock, and the work now waiting
         self._work_bounds: list[tuple[float, int, Entry]] = []
         self._waiting_tokens = 0.0
+        # work of the waiters that arrived since the last dispatch (same served_work value)
+        self._batch_tokens = 0.0
         self.mean_backlog_s = 0.0  # EWMA of the backlog seen by arrivals ("fcfs-bound")
         #: slots of the queue this structure serves (the admission queue sets it);
         #: used by "fcfs-bound" to run its virtual FCFS schedule
@@ -234,6 +236,7 @@ class _PendingBase:
         if self.promotion == "work-bound" and not math.isinf(self.tau.tau_s):
             heapq.heappush(self._work_bounds, (self._work_bound(entry), entry.seq, entry))
         self._waiting_tokens += entry.work_tokens
+        self._batch_tokens += entry.work_tokens
         if self.promotion == "fcfs-bound":
             work = self.service.expected_s(entry.klass, entry.expected_tokens)
             self._work[id(entry)] = work
@@ -247,6 +250,8 @@ class _PendingBase:
         entry.removed = True
         self._size -= 1
         self._waiting_tokens -= entry.work_tokens
+        if entry.served_at_arrival == self.served_work:
+            self._batch_tokens -= entry.work_tokens
         self._left(entry)
         if self._work:
             self._left_work(entry, None)
@@ -273,6 +278,7 @@ class _PendingBase:
         chosen.removed = True
         self.served_work += chosen.work_tokens
         self._waiting_tokens -= chosen.work_tokens
+        self._batch_tokens = 0.0  # the clock moved: later arrivals are a new batch
         self._size -= 1
         self._left(chosen)
         if self._work:
@@ -388,8 +394,11 @@ class _PendingBase:
         """Due point of ``entry`` under "work-bound", on the served-work clock (tokens):
         ``W + max(slowdown × w, (1 + work_slack) × A)`` where W is :attr:`served_work`
         at its arrival, w its own work (:func:`work_tokens`) and A the work waiting
-        ahead of it (FCFS would start it once A more tokens had been served)."""
-        ahead = max(0.0, self._waiting_tokens)
+        ahead of it (FCFS would start it once A more tokens had been served), counting
+        only waiters that arrived before the last dispatch: requests that arrive
+        together, with no dispatch between them (a burst), are not "ahead" of each
+        other, so a burst keeps pure policy order instead of its arrival order."""
+        ahead = max(0.0, self._waiting_tokens - self._batch_tokens)
         return entry.served_at_arrival + max(self.slowdown * entry.work_tokens, (1.0 + self.work_slack) * ahead)
 
     def _left_work(self, entry: Entry, dispatched_at: float | None) -> None:
@@ -463,6 +472,7 @@ class _PendingBase:
         self._bounds.clear()
         self._work_bounds.clear()
         self._waiting_tokens = 0.0
+        self._batch_tokens = 0.0
         self._aged.clear()
 
     # ---- subclass hooks ----------------------------------------------------------------

@@ -21,7 +21,8 @@
 --  12 dl      ZSET waiting ids with a deadline, by latest start time (server s)
 --  13 bd      ZSET waiting ids by FCFS bound or max-wait bound (server s)
 --  14 vb      ZSET waiting ids by due point on the served-work clock (tokens),
---             promotion "work-bound"; st.vw = served work (tokens), st.wtok = waiting work
+--             promotion "work-bound"; st.vw = served work (tokens), st.wtok = waiting work,
+--             st.wbatch = waiting work that arrived since the last dispatch
 -- Dynamic keys, built from ARGV[1] = "{sjf:<backend>}": <P>:q:<level> (ZSET of waiting
 -- ids scored by the policy key; equal scores order by id, i.e. arrival; one level per
 -- priority, or the single level "0" with aging, where priority is part of the score) and
@@ -159,6 +160,12 @@ local function drop_waiter(id)
     local w = stnum('wtok') - tonumber(f[8])
     if w < 0 or redis.call('HLEN', K_WI) == 0 then w = 0 end
     redis.call('HSET', K_ST, 'wtok', num(w))
+    -- a waiter of the current batch (arrived at the current served work) leaves it
+    if f[9] == (redis.call('HGET', K_ST, 'vw') or '0') then
+      local b = stnum('wbatch') - tonumber(f[8])
+      if b < 0 or w == 0 then b = 0 end
+      redis.call('HSET', K_ST, 'wbatch', num(b))
+    end
   end
   return true
 end
@@ -224,7 +231,9 @@ local function grant(id, promoted)
   redis.call('PEXPIRE', wk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
   redis.call('HINCRBY', K_ST, 'dispatched', 1)
   -- the served-work clock (HeapPending.served_work) advances by the work of every dispatch
-  if info[8] then redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8]))) end
+  if info[8] then
+    redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8])), 'wbatch', '0')
+  end
   if promoted then redis.call('HINCRBY', K_ST, 'promoted', 1) end
   return true
 end
