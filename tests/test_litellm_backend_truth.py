@@ -380,7 +380,8 @@ def test_startup_warnings():
 
     s = PluginSettings(backend_on_disconnect={"http://127.0.0.1:11434/v1": "drain"}).validate()
     cfg = {"model_list": [
-        {"model_name": "a", "litellm_params": {"model": "ollama_chat/llama3", "api_base": "http://localhost:11434"}},
+        {"model_name": "a", "litellm_params": {"model": "anthropic/claude", "api_base": "http://localhost:11434"}},
+        {"model_name": "o", "litellm_params": {"model": "ollama_chat/llama3", "api_base": "http://localhost:11434"}},
         {"model_name": "b", "litellm_params": {"model": "openai/x", "api_base": "http://127.0.0.1:8001/v1",
                                                "max_parallel_requests": 1}},
         {"model_name": "c", "litellm_params": {"model": "openai/y", "api_base": "http://localhost:8001",
@@ -389,7 +390,7 @@ def test_startup_warnings():
     w = config_warnings(s, cfg)
     assert len(w) == 3, w
     assert "cancel_on_disconnect" in w[0]
-    assert "drain" in w[1] and "ollama_chat" in w[1]
+    assert "drain" in w[1] and "anthropic" in w[1]
     assert "max_parallel_requests" in w[2]
     cfg["general_settings"] = {"cancel_on_disconnect": True}
     cfg["model_list"] = cfg["model_list"][1:2]
@@ -410,3 +411,18 @@ def test_settings_queue_slots_auto_and_retired_keys(tmp_path):
     assert s.slots_for("http://elsewhere:5/v1") == "auto"
     with pytest.raises(ValueError, match="slots"):
         load_settings({"SJF_SLOTS": "many"})
+
+
+def test_startup_warnings_in_a_real_proxy(tmp_path):
+    """A proxy started without cancel_on_disconnect and with a drain backend behind a
+    provider not known to be drainable logs one clear warning for each at start-up."""
+    sjf = tmp_path / "sjf.yaml"
+    sjf.write_text(json.dumps({"backends": {"http://127.0.0.1:9/v1": {"on_disconnect": "drain"}}}))
+    cfg = proxy_config({}, plugin=True, cancel_on_disconnect=False)
+    cfg["model_list"] = [{"model_name": "x", "litellm_params": {"model": "anthropic/claude-x",
+                                                                "api_base": "http://localhost:9", "api_key": "k"}}]
+    with LiteLLMProxy(cfg, env={"SJF_CONFIG": str(sjf)}) as proxy:
+        log = proxy.log_text()
+    lines = [ln for ln in log.splitlines() if "litellm_sjf:" in ln]
+    assert sum("cancel_on_disconnect is not true" in ln for ln in lines) == 1, log[-3000:]
+    assert sum("not known to be drainable" in ln for ln in lines) == 1, log[-3000:]

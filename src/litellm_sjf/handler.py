@@ -276,6 +276,7 @@ class SJFHandler(CustomLogger):
             "released_probe", "drained", "drain_aborted", "drain_unavailable", "orphan_probes", "probe_failed",
             "probe_unavailable", "rejected_early", "fail_open", "duplicate_call_ids"), 0)
         self._auto_slots: dict[str, asyncio.Future] = {}
+        self._drain_warned: set[str] = set()
         self._status_server = None
         if self.settings.status_port is not None:
             from .status import start_status_server
@@ -686,6 +687,10 @@ class SJFHandler(CustomLogger):
             closer = _defer_aclose(response, deferred_aclose)
             if closer is None:  # cannot keep LiteLLM from closing it: probe instead
                 self.counters["drain_unavailable"] += 1
+                if call.backend not in self._drain_warned:
+                    self._drain_warned.add(call.backend)
+                    log.warning("litellm_sjf: the streams of backend %s cannot be drained (on_disconnect: drain); "
+                                "orphaned streams are probed instead", _label(call.backend))
                 drain, mode = False, "probe"
         pump = self._spawn(self._pump(call, response, queue, closer, close_requested))
         finished = False

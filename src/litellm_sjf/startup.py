@@ -8,9 +8,10 @@ parsed config.yaml, a dict) finds:
 * deployments that share one backend (one queue key) with different slot settings
   (the plugin's ``backends`` entries, ``SJF_BACKEND_SLOTS``, or LiteLLM's own
   ``max_parallel_requests`` of the deployments);
-* a backend set to ``on_disconnect: drain`` behind a provider whose streams the plugin
-  cannot drain (only OpenAI-compatible SSE streams can be read on after the client left;
-  use ``probe``);
+* a backend set to ``on_disconnect: drain`` behind a provider whose streams the plugin is
+  not known to drain (measured on LiteLLM 1.106.12: ``openai/``, ``ollama/`` and
+  ``ollama_chat/`` streams are read on after the client left; others may be closed by
+  LiteLLM regardless, and are then released at once: use ``probe``);
 * conflicts found while reading the plugin settings, and retired settings that are
   ignored now.
 
@@ -32,9 +33,10 @@ from .deployment import provider_and_model
 
 log = logging.getLogger("litellm_sjf")
 
-#: providers whose streams the plugin can drain (OpenAI-compatible SSE)
-DRAINABLE_PROVIDERS = ("openai", "hosted_vllm", "lm_studio", "llamafile", "text-completion-openai", "openai_like",
-                       "custom_openai", "litellm_proxy")
+#: providers whose streams the plugin drains: measured (openai, ollama, ollama_chat) and
+#: LiteLLM's OpenAI-compatible providers built on the same stream wrapper
+DRAINABLE_PROVIDERS = ("openai", "ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile",
+                       "text-completion-openai", "openai_like", "custom_openai", "litellm_proxy")
 
 
 def _deployments(config: Mapping) -> list[dict]:
@@ -70,9 +72,9 @@ def config_warnings(settings: Any, config: Mapping | None) -> list[str]:
             by_queue.setdefault(key, []).append((base, settings.slots_for(key), mpr))
             provider, _ = provider_and_model(p)
             if settings.on_disconnect_for(key) == "drain" and provider not in DRAINABLE_PROVIDERS:
-                warnings.append(f"backend {backend_label(key)} is set to on_disconnect: drain, but its provider "
-                                f"{provider}/ streams cannot be drained (only OpenAI-compatible ones): an orphaned "
-                                "stream will be released without waiting. Use on_disconnect: probe")
+                warnings.append(f"backend {backend_label(key)} is set to on_disconnect: drain, but streams of its "
+                                f"provider {provider}/ are not known to be drainable: if LiteLLM closes them, an "
+                                "orphaned stream is probed instead of drained. Use on_disconnect: probe")
         for key, deps in by_queue.items():
             urls = sorted({u for u, _, _ in deps})
             mprs = {m for _, _, m in deps if m is not None}
