@@ -80,6 +80,7 @@ def scheduler_for(
                     tau="3x" if tau is None else tau,
                 )
                 _by_options[okey] = sched
+        sched.preload()  # the first request that waits must not pay the model load
         if slots is not None:
             existing = sched.queues.get(key)
             if existing is None:
