@@ -25,14 +25,15 @@ paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the
 
 Request metadata (:mod:`sjf_core.meta`) acts on every policy the same way:
 
-* **priority** (``metadata.sjf_priority`` / ``x-sjf-priority``, integer): higher is
-  served first. With "strict"/"one-in-k" it is a strict tier below τ promotion;
-  with "aging" one priority step is worth ``horizon × τ`` seconds of waiting (so a
-  low-priority request still cannot starve); with ``fair`` it orders within a class.
+* **priority** (``metadata.sjf_priority`` / ``x-sjf-priority``, integer; LiteLLM's own
+  ``priority`` field through the proxy plugin): higher is served first, as a strict
+  band: every waiter of a higher band is dispatched before any waiter of a lower one,
+  whatever its age, deadline or served-work bound; the starvation guard, deadlines,
+  SJF order and fairness all act inside the top non-empty band (:mod:`sjf_core.pending`).
 * **deadline** (``metadata.sjf_deadline_s`` / ``x-sjf-deadline-s``, seconds from
   arrival): once the request's latest start time (deadline − its expected service
-  time, observed per class) has come, it goes before everything else, earliest
-  latest-start first (EDF). A request is never dropped for missing its deadline.
+  time, observed per class) has come, it goes before everything else of its band,
+  earliest latest-start first (EDF). A request is never dropped for missing its deadline.
 """
 
 from __future__ import annotations
