@@ -60,11 +60,19 @@ class RequestMeta:
             (tokens), or None when absent or not a positive integer.
         priority: caller priority; higher is served first (default 0).
         deadline_s: relative deadline in seconds from arrival, or None.
+        explicit_priority: True when the request sent a priority (defaults apply
+            only when it did not, :class:`sjf_core.tenants.IntentDefaults`).
+        tenant: tenant id (hashed, :mod:`sjf_core.tenants`), or None (the shared tenant).
+        supersede: supersede key (``x-sjf-supersede``), or None: a newer request with
+            the same key, backend and tenant replaces this one while it is queued.
     """
 
     max_tokens: int | None = None
     priority: int = 0
     deadline_s: float | None = None
+    explicit_priority: bool = False
+    tenant: str | None = None
+    supersede: str | None = None
 
 
 class Policy:
@@ -116,11 +124,14 @@ class Policy:
     def key(self, prediction: Prediction, meta: RequestMeta) -> float:
         raise NotImplementedError
 
-    def new_pending(self) -> PendingQueue:
-        """A fresh pending structure (with its own τ estimate) for one backend queue."""
-        return HeapPending(TauEstimator(self.tau_config), self.promotion, self.k,
+    def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
+        """A fresh pending structure for one backend queue, with its own τ estimate and
+        service statistics unless ``tau`` / ``service`` are given (shared: the
+        per-tenant sub-queues of :class:`~sjf_core.fair_share.TenantPending`)."""
+        return HeapPending(tau or TauEstimator(self.tau_config), self.promotion, self.k,
                            key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
-                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s)
+                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s,
+                           service=service)
 
     def make_entry(self, seq: int, arrival: float, prediction: Prediction | None,
                    meta: RequestMeta | None = None) -> Entry:
@@ -147,6 +158,8 @@ class Policy:
                 entry.deadline = entry.arrival + float(meta.deadline_s)
         except (TypeError, ValueError):
             entry.deadline = None
+        entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
+        entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
         try:
             if prediction is None:
                 raise ValueError("no prediction")
@@ -226,10 +239,11 @@ class FairPolicy(SJFPolicy):
         self.weights = tuple(float(w) for w in weights)
         super().__init__(**kw)
 
-    def new_pending(self) -> PendingQueue:
-        return DRRPending(TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
+    def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
+        return DRRPending(tau or TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
                           key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
-                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s)
+                          slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s,
+                          service=service)
 
 
 class OraclePolicy(Policy):
