@@ -379,7 +379,8 @@ class Emulator:
         requests in the order they got a slot: ``{"seq", "hash" (12 hex of the prompt's
         SHA-256), "id" (x-emulator-request-id header or None), "tokens" (planned),
         "outcome" ("running", "held", "ok", "error", "dropped", "disconnected"),
-        "keys" (the request body's top-level field names), "t_in" / "t_out" (monotonic
+        "keys" (the request body's top-level field names), "sjf_headers" (names of the
+        ``x-sjf-*`` request headers it got), "t_in" / "t_out" (monotonic
         seconds at which the request arrived / its handler returned)}``."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
@@ -495,7 +496,8 @@ class Emulator:
             s.max_generating = max(s.max_generating, s.generating)
             self._seq += 1
             rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
-                   "keys": sorted(body), "t_in": round(t_in, 4), "probe": PROBE_HEADER in request.headers}
+                   "keys": sorted(body), "t_in": round(t_in, 4), "probe": PROBE_HEADER in request.headers,
+                   "sjf_headers": sorted(k.lower() for k in request.headers if k.lower().startswith("x-sjf-"))}
             s.order.append(rec)
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)

@@ -1,4 +1,4 @@
-"""Fair shares across tenants: deficit round robin on measured service seconds.
+"""Fair shares across tenants: weighted fair queuing on measured service seconds.
 
 :class:`TenantPending` is a pending structure (:class:`~sjf_core.pending.PendingQueue`)
 made of one sub-structure per tenant (the policy's own, e.g. a
@@ -8,13 +8,14 @@ statistics. Order at each :meth:`pop`:
 
 1. **Strict priority bands**: only tenants whose top waiter is in the top non-empty
    band compete.
-2. **Deficit round robin** over those tenants (Shreedhar & Varghese): a tenant's turn
-   credits it ``quantum × weight`` seconds, it dispatches while its deficit is
-   positive, and each dispatch is charged its expected service seconds, corrected to
-   the measured service time when it completes (:meth:`observe`). The quantum is the
-   observed mean service time of a Short. A tenant that empties forfeits its credit
-   but keeps its debt. A tenant alone in the band is served at once (work-conserving)
-   and charged nothing.
+2. **Fair shares**: among those, the tenant that has received the least service,
+   in seconds of backend time divided by its weight, goes next (start-time fair
+   queuing: deficit round robin in the limit of a small quantum). Each dispatch is
+   charged its expected service seconds and corrected to the measured service time
+   when it completes (:meth:`observe`), so the shares are in measured seconds whatever
+   the predictor's scale. A tenant that (re)joins starts level with the least-served
+   backlogged tenant: no credit is banked while idle, and a tenant alone is served at
+   once (work-conserving). Equal service: the tenant waiting longest goes first.
 3. Inside the chosen tenant, its sub-structure's own order (deadlines, guard, SJF).
 
 Costs: O(T) per pop for T tenants with waiters, plus the sub-structure's O(log n).
@@ -25,16 +26,13 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .entry import SHORT, Entry
+from .entry import Entry
 from .service import ServiceStats
 from .tau import TauEstimator
 
-#: Rounds after which a DRR search gives up and serves the first eligible tenant.
-_MAX_ROUNDS = 10_000
-
 
 class TenantPending:
-    """Per-tenant sub-queues under deficit round robin (see the module docstring).
+    """Per-tenant sub-queues sharing the slots by weighted service time (module docstring).
 
     Args:
         make_sub: ``make_sub(tau, service)`` returns a fresh sub-structure sharing
@@ -42,7 +40,9 @@ class TenantPending:
         weight: ``weight(tenant_id) -> float > 0``, the tenant's share weight.
 
     Attributes:
-        deficit: tenant id -> deficit seconds (may be negative: debt).
+        service_s: tenant id -> weighted service seconds received (virtual time) of
+            the tenants seen recently.
+        dispatched: tenant id -> requests dispatched.
     """
 
     def __init__(self, make_sub: Callable[[TauEstimator | None, ServiceStats | None], object],
@@ -53,10 +53,10 @@ class TenantPending:
         self._make = make_sub
         self._weight = weight or (lambda t: 1.0)
         self._subs: dict[str | None, object] = {None: first}
-        self._ring: list[str | None] = []  # tenants with waiters, in round order
-        self._cur = 0
-        self._credited = False
-        self.deficit: dict[str | None, float] = {}
+        self._active: dict[str | None, int] = {}  # tenants with waiters -> activation order
+        self._order = 0
+        self.service_s: dict[str | None, float] = {}
+        self._vclock = 0.0
         self._running: dict[int, tuple[object, str | None, float]] = {}
         self._size = 0
         self._slots = getattr(first, "slots", 1)
@@ -87,9 +87,13 @@ class TenantPending:
     def push(self, entry: Entry) -> None:
         t = entry.tenant
         s = self._sub(t)
-        if len(s) == 0 and t not in self._ring:
-            self._ring.append(t)
-            self.deficit.setdefault(t, 0.0)
+        if t not in self._active:
+            # a tenant that (re)joins starts level with the least-served backlogged one:
+            # no credit is banked while idle
+            floor = min((self.service_s.get(x, 0.0) for x in self._active), default=self._vclock)
+            self.service_s[t] = max(self.service_s.get(t, 0.0), floor)
+            self._order += 1
+            self._active[t] = self._order
         s.push(entry)
         self._size += 1
 
@@ -113,10 +117,10 @@ class TenantPending:
             self._size = sum(len(x) for x in self._subs.values())
             return self.pop(now) if self._size else None
         self._size -= 1
-        cost = 0.0
-        if self._competing is not None and self._competing > 1:
-            cost = self._cost(e)
-            self.deficit[t] = self.deficit.get(t, 0.0) - cost
+        w = self._weight(t)
+        cost = self._cost(e)
+        self._vclock = max(self._vclock, self.service_s.get(t, 0.0))
+        self.service_s[t] = self.service_s.get(t, 0.0) + cost / w
         self._running[id(e)] = (s, t, cost)
         self.dispatched[t] = self.dispatched.get(t, 0) + 1
         if len(s) == 0:
@@ -125,12 +129,12 @@ class TenantPending:
 
     def observe(self, entry: Entry, service_s: float, true_class: int | None = None,
                 answer_tokens: float | None = None) -> None:
-        """A dispatched entry finished after ``service_s`` seconds: correct its tenant's
-        charge to the measured time, then feed τ and the service statistics."""
+        """A dispatched entry finished after ``service_s`` seconds: replace its tenant's
+        expected charge by the measured time, then feed τ and the service statistics."""
         r = self._running.pop(id(entry), None)
         s = self._subs[None] if r is None else r[0]
-        if r is not None and r[2] > 0 and math.isfinite(service_s) and service_s >= 0 and r[1] in self.deficit:
-            self.deficit[r[1]] -= service_s - r[2]
+        if r is not None and math.isfinite(service_s) and service_s >= 0 and r[1] in self.service_s:
+            self.service_s[r[1]] += (service_s - r[2]) / self._weight(r[1])
         try:
             s.observe(entry, service_s, true_class, answer_tokens)
         except TypeError:
@@ -153,67 +157,36 @@ class TenantPending:
 
     @property
     def top_band(self) -> int | None:
-        bands = [self._subs[t].top_band for t in self._ring]
+        bands = [self._subs[t].top_band for t in self._active]
         return max(bands) if bands else None
 
     def tenants(self) -> dict[str | None, int]:
         """Waiters per tenant with waiters."""
-        return {t: len(self._subs[t]) for t in self._ring}
+        return {t: len(self._subs[t]) for t in self._active}
 
-    # ---- DRR ---------------------------------------------------------------------------
-    def quantum(self) -> float:
-        """Seconds credited per turn (× weight): the observed mean Short service time."""
-        q = self.service.by_predicted[SHORT]
-        return q if q > 1e-3 and math.isfinite(q) else 1e-3
-
+    # ---- shares ------------------------------------------------------------------------
     def _cost(self, e: Entry) -> float:
+        """Expected service seconds of ``e`` (charged at dispatch, corrected at completion)."""
         try:
             c = float(self.service.expected_s(e.klass, e.expected_tokens))
         except Exception:
-            c = self.quantum()
-        return c if c > 0 and math.isfinite(c) else self.quantum()
+            c = 0.0
+        return c if c > 0 and math.isfinite(c) else 1e-3
 
     def _emptied(self, t: str | None) -> None:
-        if t in self._ring:
-            i = self._ring.index(t)
-            self._ring.pop(i)
-            if i < self._cur:
-                self._cur -= 1
-            elif i == self._cur:
-                self._credited = False
-            if self._cur >= len(self._ring):
-                self._cur = 0
-        self.deficit[t] = min(self.deficit.get(t, 0.0), 0.0)  # credit forfeited, debt kept
-        if self.deficit[t] == 0.0:
-            del self.deficit[t]
+        self._active.pop(t, None)
+        # forget tenants that fell behind the clock: they would restart at the floor anyway
+        if len(self.service_s) > 4 * (len(self._active) + 16):
+            for x in [x for x, v in self.service_s.items() if x not in self._active and v <= self._vclock]:
+                del self.service_s[x]
 
     def _choose(self) -> str | None:
-        ring = self._ring
-        band = max(self._subs[t].top_band for t in ring)
-        eligible = [t for t in ring if self._subs[t].top_band == band]
-        self._competing = len(eligible)
-        if len(eligible) == 1:
-            return eligible[0]
-        q = self.quantum()
-        n = len(ring)
-        for step in range(_MAX_ROUNDS * n):
-            if self._cur >= n:
-                self._cur = 0
-            t = ring[self._cur]
-            if self._subs[t].top_band == band:
-                if not self._credited:
-                    self.deficit[t] = self.deficit.get(t, 0.0) + q * self._weight(t)
-                    self._credited = True
-                if self.deficit[t] > 0:
-                    return t
-            self._cur = (self._cur + 1) % n
-            self._credited = False
-            if step and step % n == 0:
-                # a full round without a positive deficit: fast-forward the rounds needed
-                need = min(math.ceil(-self.deficit.get(x, 0.0) / (q * self._weight(x))) for x in eligible)
-                if need > 1:
-                    for x in eligible:
-                        self.deficit[x] = self.deficit.get(x, 0.0) + (need - 1) * q * self._weight(x)
-        return eligible[0]
-
-    _competing: int | None = None
+        band = max(self._subs[t].top_band for t in self._active)
+        best, best_key = None, None
+        for t, order in self._active.items():
+            if self._subs[t].top_band != band:
+                continue
+            key = (self.service_s.get(t, 0.0), order)
+            if best_key is None or key < best_key:
+                best, best_key = t, key
+        return best
