@@ -22,7 +22,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 FLOOD = [f"What is the capital city of country number {i}?" for i in range(10)]
 LONE = "Write a long short story of at least 2000 words about a lighthouse keeper who discovers a message in a bottle."
 BAND0 = ["Define photosynthesis in one sentence.", "Who wrote the novel Pride and Prejudice?",
-         "What is the boiling point of water at sea level?", "Explain how a hash table handles collisions."]
+         "What is the boiling point of water at sea level?", "Name the largest planet in the solar system."]
 VIP = ("Implement a full-featured command line todo application in Rust with persistent storage, unit tests and "
        "documentation.")
 KEYSTROKES = [f"def fib(n): return fib(n-1) + fib(n-{i})" for i in range(1, 5)]

@@ -46,8 +46,8 @@ from typing import Any
 
 import httpx
 
-from sjf_core.errors import AdmissionRejected
-from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
+from sjf_core.errors import AdmissionRejected, Superseded
+from sjf_core.meta import HEADER_PREFIX
 
 from .arrivals import ArrivalMemory
 from .stream import AdmittedStream, ensure_sweeper, usage_tokens
@@ -56,7 +56,6 @@ log = logging.getLogger("openai_sjf")
 
 #: (path suffix, endpoint name), checked in this order.
 ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
-_META_HEADERS = (PRIORITY_HEADER, DEADLINE_HEADER)
 #: Values of the ``on_close`` option.
 ON_CLOSE = ("release", "drain")
 #: Response header that marks a local admission rejection.
@@ -89,15 +88,30 @@ def queue_wait_limit(request: httpx.Request) -> float | None:
     return float(v) if v is not None else None
 
 
-def sjf_headers(headers: httpx.Headers) -> dict[str, str] | None:
-    """Only the scheduling headers of :mod:`sjf_core.meta` (priority, deadline), or None."""
+def sjf_headers(headers: httpx.Headers, extra: str | None = None) -> dict[str, str] | None:
+    """Only our scheduling headers (``x-sjf-*``, :mod:`sjf_core.meta`) and the header named
+    ``extra`` (fairness "header:NAME"), or None."""
     out = None
-    for name in _META_HEADERS:
-        v = headers.get(name)
-        if v is not None:
+    for name, v in headers.items():
+        low = name.lower()
+        if low.startswith(HEADER_PREFIX) or low == extra:
             out = out or {}
-            out[name] = v
+            out[low] = v
     return out
+
+
+def strip_sjf_headers(request: httpx.Request) -> None:
+    """Remove our ``x-sjf-*`` headers from a request before it is sent."""
+    for name in [k for k in request.headers if k.lower().startswith(HEADER_PREFIX)]:
+        del request.headers[name]
+
+
+def api_key_of(request: httpx.Request) -> str | None:
+    """The bearer token (or ``api-key`` header) of a request, for fairness "key"."""
+    auth = request.headers.get("authorization") or ""
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("api-key") or None
 
 
 @dataclass
@@ -110,6 +124,7 @@ class TransportStats:
     rejected: int = 0
     queue_timeouts: int = 0
     internal_errors: int = 0
+    superseded: int = 0
 
 
 class SJFTransport(httpx.AsyncBaseTransport):
@@ -155,15 +170,20 @@ class SJFTransport(httpx.AsyncBaseTransport):
     # ---- requests -----------------------------------------------------------------
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         endpoint = endpoint_of(request.url.path) if request.method == "POST" else None
+        fairness = getattr(self.scheduler, "fairness", None)
+        headers = sjf_headers(request.headers, getattr(fairness, "header", None))
+        strip_sjf_headers(request)  # ours: never sent on
         if endpoint is None:
             self.stats.passed_through += 1
             return await self.inner.handle_async_request(request)
         path = request.url.path
 
         try:
-            ticket = self._ticket(request, path, endpoint)
+            ticket = self._ticket(request, path, endpoint, headers)
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
         except Exception:
             self.stats.internal_errors += 1
             log.exception("openai_sjf: admission failed internally; sending the request without admission")
@@ -177,6 +197,8 @@ class SJFTransport(httpx.AsyncBaseTransport):
             raise httpx.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
         except Exception:
             # acquire already left the queue (Ticket._abandon); fail open.
             self.stats.internal_errors += 1
@@ -221,18 +243,27 @@ class SJFTransport(httpx.AsyncBaseTransport):
         except Exception:
             log.debug("openai_sjf: could not start the abandoned-stream sweeper", exc_info=True)
 
-    def _ticket(self, request: httpx.Request, path: str, endpoint: str):
+    def _ticket(self, request: httpx.Request, path: str, endpoint: str, headers: dict | None):
         def load():
             body: Any = None
             try:
                 body = json.loads(request.content)
             except Exception:  # not JSON, or a streaming body: unscored, FCFS order
                 self.stats.unparsable += 1
-            return body, sjf_headers(request.headers)
+            return body, headers
 
         # parsed and scored only when there is an order to decide (not at zero contention)
         return self.scheduler.lazy_ticket(backend_of(request.url, path, endpoint), load, endpoint,
-                                          self.arrivals.arrival(request))
+                                          self.arrivals.arrival(request), api_key=api_key_of(request))
+
+    def _superseded(self, request: httpx.Request) -> httpx.Response:
+        """HTTP 409 (``openai.ConflictError``, not retried) for a request superseded while queued."""
+        self.stats.superseded += 1
+        body = json.dumps({"error": {
+            "message": "superseded by a newer request with the same x-sjf-supersede key; never sent to the backend",
+            "type": "conflict", "code": "sjf_superseded"}}).encode()
+        return httpx.Response(409, headers={"content-type": "application/json", "x-should-retry": "false"},
+                              content=body, request=request)
 
     def _rejected(self, request: httpx.Request, exc: AdmissionRejected) -> httpx.Response:
         self.stats.rejected += 1
