@@ -180,3 +180,30 @@ async def test_supersede_removes_the_queued_one_and_never_a_running_one():
     await asyncio.gather(a2, a3)
     (t2 if first is other_tenant else other_tenant).release()
     assert q.in_flight == 0 and q.waiting == 0
+
+
+async def test_per_tenant_depth_and_wait_in_prometheus():
+    from prometheus_client import CollectorRegistry
+
+    from sjf_core.metrics import PrometheusMetrics
+
+    reg = CollectorRegistry()
+    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), fairness="user", name="http://b/v1",
+                       listeners=[PrometheusMetrics(reg)])
+    first = q.ticket(pred(0.1), RequestMeta(tenant="aaaa"))
+    await first.acquire()
+    waiters = [q.ticket(pred(0.1), RequestMeta(tenant=t)) for t in ("aaaa", "aaaa", "bbbb")]
+    tasks = [asyncio.create_task(w.acquire()) for w in waiters]
+    await asyncio.sleep(0)
+    depth = {t: reg.get_sample_value("sjf_tenant_queue_depth", {"backend": "http://b/v1", "tenant": t})
+             for t in ("aaaa", "bbbb")}
+    assert depth == {"aaaa": 2.0, "bbbb": 1.0}
+    first.release()
+    left = dict(zip(tasks, waiters))
+    while left:  # each waiter in turn gets the slot, then gives it back
+        done, _ = await asyncio.wait(list(left), return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            left.pop(task).release()
+    assert reg.get_sample_value("sjf_tenant_queue_wait_seconds_count",
+                                {"backend": "http://b/v1", "tenant": "aaaa"}) == 3.0  # incl. the first
+    assert reg.get_sample_value("sjf_tenant_queue_depth", {"backend": "http://b/v1", "tenant": "aaaa"}) == 0.0
