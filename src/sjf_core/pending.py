@@ -193,6 +193,8 @@ class _PendingBase:
         # "work-bound": due points on the served-work clock, and the work now waiting
         self._work_bounds: list[tuple[float, int, Entry]] = []
         self._waiting_tokens = 0.0
+        # work of the waiters that arrived since the last dispatch (same served_work value)
+        self._batch_tokens = 0.0
         self.mean_backlog_s = 0.0  # EWMA of the backlog seen by arrivals ("fcfs-bound")
         #: slots of the queue this structure serves (the admission queue sets it);
         #: used by "fcfs-bound" to run its virtual FCFS schedule
@@ -250,6 +252,7 @@ class _PendingBase:
         if self.promotion == "work-bound" and not math.isinf(self.tau.tau_s):
             heapq.heappush(self._work_bounds, (-p, self._work_bound(entry), entry.seq, entry))
         self._waiting_tokens += entry.work_tokens
+        self._batch_tokens += entry.work_tokens
         if self.promotion == "fcfs-bound":
             work = self.service.expected_s(entry.klass, entry.expected_tokens)
             self._work[id(entry)] = work
@@ -264,6 +267,8 @@ class _PendingBase:
         self._size -= 1
         self._waiting_tokens -= entry.work_tokens
         self._left_band(entry)
+        if entry.served_at_arrival == self.served_work:
+            self._batch_tokens -= entry.work_tokens
         self._left(entry)
         if self._work:
             self._left_work(entry, None)
@@ -290,6 +295,7 @@ class _PendingBase:
         chosen.removed = True
         self.served_work += chosen.work_tokens
         self._waiting_tokens -= chosen.work_tokens
+        self._batch_tokens = 0.0  # the clock moved: later arrivals are a new batch
         self._size -= 1
         self._left_band(chosen)
         self._left(chosen)
@@ -406,8 +412,11 @@ class _PendingBase:
         """Due point of ``entry`` under "work-bound", on the served-work clock (tokens):
         ``W + max(slowdown × w, (1 + work_slack) × A)`` where W is :attr:`served_work`
         at its arrival, w its own work (:func:`work_tokens`) and A the work waiting
-        ahead of it (FCFS would start it once A more tokens had been served)."""
-        ahead = max(0.0, self._waiting_tokens)
+        ahead of it (FCFS would start it once A more tokens had been served), counting
+        only waiters that arrived before the last dispatch: requests that arrive
+        together, with no dispatch between them (a burst), are not "ahead" of each
+        other, so a burst keeps pure policy order instead of its arrival order."""
+        ahead = max(0.0, self._waiting_tokens - self._batch_tokens)
         return entry.served_at_arrival + max(self.slowdown * entry.work_tokens, (1.0 + self.work_slack) * ahead)
 
     def _left_work(self, entry: Entry, dispatched_at: float | None) -> None:
@@ -499,6 +508,7 @@ class _PendingBase:
         self._bands.clear()
         self.top_band = None
         self._waiting_tokens = 0.0
+        self._batch_tokens = 0.0
         self._aged.clear()
 
     # ---- subclass hooks ----------------------------------------------------------------

@@ -18,11 +18,14 @@ if WORKA then
   score = num(tonumber(key) + SPAN / TOKEN_SPAN / SLOWDOWN * stnum('vw'))
 end
 if WORKB then
-  -- HeapPending._work_bound: served + max(slowdown × own work, (1 + slack) × waiting work)
-  local vb = stnum('vw') + math.max(SLOWDOWN * wt, (1 + WSLACK) * stnum('wtok'))
+  -- HeapPending._work_bound: served + max(slowdown × own work, (1 + slack) × work ahead),
+  -- the work ahead counting only waiters that arrived before the last dispatch
+  local ahead = math.max(stnum('wtok') - stnum('wbatch'), 0)
+  local vb = stnum('vw') + math.max(SLOWDOWN * wt, (1 + WSLACK) * ahead)
   redis.call('ZADD', K_VB .. ':' .. level, num(vb), id)
 end
-redis.call('HSET', K_ST, 'wtok', num(stnum('wtok') + wt))
+redis.call('HSET', K_ST, 'wtok', num(stnum('wtok') + wt), 'wbatch', num(stnum('wbatch') + wt))
+local w0 = redis.call('HGET', K_ST, 'vw') or '0' 
 if AGING then
   local origin, ag = aging_frame(arrival)
   score = num(tonumber(key) + SPAN * ((arrival - origin) / ag))
@@ -41,7 +44,7 @@ if FCFSB then
 elseif MAXWAIT then
   redis.call('ZADD', K_BD .. ':' .. level, fmt(arrival + MAXWAIT), id)
 end
-redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner .. ' ' .. num(wt))
+redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner .. ' ' .. num(wt) .. ' ' .. w0)
 redis.call('ZADD', P .. ':q:' .. level, score, id)
 redis.call('ZADD', K_LV, int(-tonumber(level)), level)
 redis.call('ZADD', K_AGE, fmt(arrival), id)

@@ -23,7 +23,7 @@
 --  13 bd      prefix of <bd>:<level>: waiting ids by FCFS bound or max-wait bound (server s)
 --  14 vb      prefix of <vb>:<level>: waiting ids by due point on the served-work clock
 --             (tokens), promotion "work-bound"; st.vw = served work (tokens), st.wtok =
---             waiting work
+--             waiting work, st.wbatch = waiting work that arrived since the last dispatch
 -- Strict priority bands (sjf_core.pending): every due index and the τ age index
 -- (<age>:<level>, "strict" / "one-in-k") is kept per priority level, and only the top
 -- level with waiters (the lowest score of lv) is looked at, so a due waiter of a lower
@@ -166,6 +166,12 @@ local function drop_waiter(id)
     local w = stnum('wtok') - tonumber(f[8])
     if w < 0 or redis.call('HLEN', K_WI) == 0 then w = 0 end
     redis.call('HSET', K_ST, 'wtok', num(w))
+    -- a waiter of the current batch (arrived at the current served work) leaves it
+    if f[9] == (redis.call('HGET', K_ST, 'vw') or '0') then
+      local b = stnum('wbatch') - tonumber(f[8])
+      if b < 0 or w == 0 then b = 0 end
+      redis.call('HSET', K_ST, 'wbatch', num(b))
+    end
   end
   return true
 end
@@ -231,7 +237,9 @@ local function grant(id, promoted)
   redis.call('PEXPIRE', wk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
   redis.call('HINCRBY', K_ST, 'dispatched', 1)
   -- the served-work clock (HeapPending.served_work) advances by the work of every dispatch
-  if info[8] then redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8]))) end
+  if info[8] then
+    redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8])), 'wbatch', '0')
+  end
   if promoted then redis.call('HINCRBY', K_ST, 'promoted', 1) end
   return true
 end
