@@ -13,9 +13,10 @@ statistics. Order at each :meth:`pop`:
    queuing: deficit round robin in the limit of a small quantum). Each dispatch is
    charged its expected service seconds and corrected to the measured service time
    when it completes (:meth:`observe`), so the shares are in measured seconds whatever
-   the predictor's scale. A tenant that (re)joins starts level with the least-served
-   backlogged tenant: no credit is banked while idle, and a tenant alone is served at
-   once (work-conserving). Equal service: the tenant waiting longest goes first.
+   the predictor's scale. A tenant that (re)joins starts at the system virtual time
+   (the count of the last dispatched tenant before that dispatch's charge): no credit
+   is banked while idle, and a tenant alone is served at once (work-conserving).
+   Equal service: the tenant waiting longest goes first.
 3. Inside the chosen tenant, its sub-structure's own order (deadlines, guard, SJF).
 
 Costs: O(T) per pop for T tenants with waiters, plus the sub-structure's O(log n).
@@ -88,10 +89,10 @@ class TenantPending:
         t = entry.tenant
         s = self._sub(t)
         if t not in self._active:
-            # a tenant that (re)joins starts level with the least-served backlogged one:
-            # no credit is banked while idle
-            floor = min((self.service_s.get(x, 0.0) for x in self._active), default=self._vclock)
-            self.service_s[t] = max(self.service_s.get(t, 0.0), floor)
+            # a tenant that (re)joins starts at the system virtual time (the service count of
+            # the last dispatch before its charge, as in start-time fair queuing): no credit
+            # is banked while idle, and it is not behind the job now in service
+            self.service_s[t] = max(self.service_s.get(t, 0.0), self._vclock)
             self._order += 1
             self._active[t] = self._order
         s.push(entry)
