@@ -624,3 +624,29 @@ def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
         load_settings({"SJF_CONFIG": str(f)})
     with pytest.raises(ValueError, match="cannot run policy 'fair'"):
         load_settings({"SJF_REDIS_URL": "redis://h:8/1", "SJF_POLICY": "fair"})
+
+
+# ---- strict priority bands --------------------------------------------------------------------
+BAND_SCENARIOS = [
+    ("sjf", {"tau": 5.5, "promotion": "strict"}),
+    ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 2}),
+    ("sjf", {"tau": 5.5, "promotion": "aging", "horizon": 0.5}),
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 8.5}),
+    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "floor": 0.0, "initial_short_service_s": 0.5}),
+]
+
+
+@pytest.mark.parametrize("policy,opts", BAND_SCENARIOS, ids=[f"{p}-{o}" for p, o in BAND_SCENARIOS])
+async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts):
+    """Old, due low-priority waiters (deadline past, past τ, max wait, FCFS bound) and
+    fresh high-priority ones: both stores serve every priority-10 waiter first, then
+    apply the rule inside band 0, in the same order."""
+    work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
+    work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
+    work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
+    local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+    expected = await dispatch_order(local, work)
+    assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
+    assert expected[-1] == 8  # the lowest band last, although oldest and shortest
+    got = await dispatch_order(stores(slots=1, policy=make_policy(policy, **opts)), work)
+    assert got == expected, (policy, opts)

@@ -18,14 +18,19 @@
 --             class, spt = s per answer token) and counters
 --  11 epoch   string: server time (µs) when this state was created; changes when Redis
 --             lost its data (restart without persistence)
---  12 dl      ZSET waiting ids with a deadline, by latest start time (server s)
---  13 bd      ZSET waiting ids by FCFS bound or max-wait bound (server s)
---  14 vb      ZSET waiting ids by due point on the served-work clock (tokens),
---             promotion "work-bound"; st.vw = served work (tokens), st.wtok = waiting work,
---             st.wbatch = waiting work that arrived since the last dispatch
+--  12 dl      prefix of the ZSETs <dl>:<level>: waiting ids of one priority band with a
+--             deadline, by latest start time (server s)
+--  13 bd      prefix of <bd>:<level>: waiting ids by FCFS bound or max-wait bound (server s)
+--  14 vb      prefix of <vb>:<level>: waiting ids by due point on the served-work clock
+--             (tokens), promotion "work-bound"; st.vw = served work (tokens), st.wtok =
+--             waiting work, st.wbatch = waiting work that arrived since the last dispatch
+-- Strict priority bands (sjf_core.pending): every due index and the τ age index
+-- (<age>:<level>, "strict" / "one-in-k") is kept per priority level, and only the top
+-- level with waiters (the lowest score of lv) is looked at, so a due waiter of a lower
+-- band never goes before a higher band.
 -- Dynamic keys, built from ARGV[1] = "{sjf:<backend>}": <P>:q:<level> (ZSET of waiting
 -- ids scored by the policy key; equal scores order by id, i.e. arrival; one level per
--- priority, or the single level "0" with aging, where priority is part of the score) and
+-- priority) and
 -- <P>:w:<id> (LIST: the wake-up signal of one waiter, pushed at grant).
 --
 -- ARGV[1..14]: prefix, slots, tau mode ("off" | "seconds" | "multiple"), tau value
@@ -142,11 +147,12 @@ local function drop_waiter(id)
   local info = redis.call('HGET', K_WI, id)
   redis.call('ZREM', K_AGE, id)
   redis.call('ZREM', K_ALIVE, id)
-  redis.call('ZREM', K_DL, id)
-  redis.call('ZREM', K_BD, id)
-  redis.call('ZREM', K_VB, id)
   if not info then return false end
   local f = split(info)
+  redis.call('ZREM', K_DL .. ':' .. f[1], id)
+  redis.call('ZREM', K_BD .. ':' .. f[1], id)
+  redis.call('ZREM', K_VB .. ':' .. f[1], id)
+  redis.call('ZREM', K_AGE .. ':' .. f[1], id)
   local qk = P .. ':q:' .. f[1]
   redis.call('ZREM', qk, id)
   if redis.call('ZCARD', qk) == 0 then redis.call('ZREM', K_LV, f[1]) end
@@ -241,8 +247,11 @@ end
 -- The waiter due first, if any (HeapPending._due_deadline): a deadline whose latest start
 -- time has come, else ("fcfs-bound") the earliest FCFS bound that has come, once it has
 -- also waited FLOOR × the mean backlog; else ("work-bound") the earliest due point on the
--- served-work clock that has come. Returns id, promoted.
-local function due()
+-- served-work clock that has come; all within priority level L (the top band). Returns id,
+-- promoted.
+local function due(L)
+  if not L then return nil, false end
+  local K_DL, K_BD, K_VB = K_DL .. ':' .. L, K_BD .. ':' .. L, K_VB .. ':' .. L
   local d = redis.call('ZRANGE', K_DL, 0, 0, 'WITHSCORES')
   if d[1] and tonumber(d[2]) <= NOW then return d[1], false end
   if FCFSB then
@@ -262,8 +271,8 @@ local function due()
   return nil, false
 end
 
--- Grant free slots to waiters (work-conserving), as HeapPending.pop: a due waiter first;
--- then ("strict" / "one-in-k") the oldest waiter older than τ, at most once per K
+-- Grant free slots to waiters (work-conserving), as HeapPending.pop, inside the top priority
+-- band: a due waiter first; then ("strict" / "one-in-k") the oldest waiter older than τ, at most once per K
 -- dispatches; otherwise the lowest (-priority, key, id), or with aging the lowest
 -- age-weighted score.
 local function dispatch()
@@ -271,9 +280,10 @@ local function dispatch()
   local tau = tau_s()
   while redis.call('ZCARD', K_LEASES) < SLOTS do
     local since = stnum('since')
-    local chosen, promoted = due()
-    if not chosen and tau and THRESHOLD and since + 1 >= K then
-      local o = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')
+    local top = redis.call('ZRANGE', K_LV, 0, 0)[1]
+    local chosen, promoted = due(top)
+    if not chosen and top and tau and THRESHOLD and since + 1 >= K then
+      local o = redis.call('ZRANGE', K_AGE .. ':' .. top, 0, 0, 'WITHSCORES')
       if o[1] and NOW - tonumber(o[2]) > tau then
         chosen, promoted, since = o[1], true, 0
       end
@@ -302,8 +312,8 @@ local function dispatch()
   return granted
 end
 
--- Aging (HeapPending.order_key): score = key + SPAN × ((arrival - origin) / (HORIZON × τ)
--- - priority). The frame (origin, aging seconds) is re-anchored when the queue is empty,
+-- Aging (HeapPending.order_key): score = key + SPAN × (arrival - origin) / (HORIZON × τ),
+-- within the priority level (strict bands). The frame (origin, aging seconds) is re-anchored when the queue is empty,
 -- and all scores are rebuilt when τ drifted by more than 10% (rare, O(n log n)).
 local function aging_frame(arrival)
   local target = HORIZON * tau_s()
@@ -318,12 +328,14 @@ local function aging_frame(arrival)
     if o[1] and tonumber(o[2]) < origin then origin = tonumber(o[2]) end
     ag = target
     redis.call('HSET', K_ST, 'ag_origin', fmt(origin), 'ag_s', num(ag))
-    local qk = P .. ':q:0'
-    for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
-      local f = split(redis.call('HGET', K_WI, id) or '')
-      if f[5] then
-        local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag - tonumber(f[3]))
-        redis.call('ZADD', qk, num(sc), id)
+    for _, lvl in ipairs(redis.call('ZRANGE', K_LV, 0, -1)) do
+      local qk = P .. ':q:' .. lvl
+      for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
+        local f = split(redis.call('HGET', K_WI, id) or '')
+        if f[5] then
+          local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag)
+          redis.call('ZADD', qk, num(sc), id)
+        end
       end
     end
     redis.call('HINCRBY', K_ST, 'aging_rebuilds', 1)
