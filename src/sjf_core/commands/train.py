@@ -3,7 +3,9 @@
 Examples::
 
     sjf train --data ../shared/data/conversations --name paper_v1 --preset paper --layout v1
-    sjf train --data ../shared/data/conversations --name default --preset rank --layout v2
+    sjf train --data ../shared/data/conversations --name default --preset general \
+              --calibration models/default.calibration.json      # the shipped default (docs/predictor.md)
+    sjf train --data ../shared/data/conversations --name default_v2 --preset rank --layout v2
     sjf train --base models/default.onnx --data my_logs.jsonl --name my_domain
 """
 
@@ -30,12 +32,16 @@ def add_arguments(p) -> None:
                         "or production logs {features, layout, completion_tokens})")
     p.add_argument("--name", required=True, help="model name: writes <out-dir>/<name>.onnx, .json (card), .xgb.ubj")
     p.add_argument("--out-dir", default="models", help="output directory (default models/)")
-    p.add_argument("--preset", choices=("paper", "rank"), default="rank",
+    p.add_argument("--preset", choices=("paper", "rank", "general"), default="rank",
                    help="paper: 3-class classifier, 300 trees, depth 6, lr 0.1, seed 42 (paper §4.3); "
-                        "rank: regressor on ln(1 + answer tokens) (default)")
+                        "rank: regressor on ln(1 + answer tokens) (default); general: rank on layout v3 with the "
+                        "cross-fitted word lexicon, chosen by leave-one-source-out (the shipped default)")
+    p.add_argument("--calibration", default=None, metavar="JSON",
+                   help="calibration knots [[mu, ln(1+E[tokens])], ...] for expected_tokens, as written by "
+                        "`sjf eval --loso --write-calibration`")
     p.add_argument("--kind", choices=("classifier", "regressor"), default=None, help="override the preset's kind")
-    p.add_argument("--layout", choices=("v1", "v2"), default=None,
-                   help="feature layout (default v2; with --base, the base model's layout)")
+    p.add_argument("--layout", choices=("v1", "v2", "v3"), default=None,
+                   help="feature layout (default v2, v3 for --preset general; with --base, the base model's layout)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override an XGBoost parameter, e.g. --set max_depth=4 (repeatable)")
     p.add_argument("--nthread", type=int, default=2, help="XGBoost threads (default 2)")
@@ -62,7 +68,12 @@ def run(args) -> int:
     params = dict(PRESETS[args.preset])
     kind = args.kind or params.pop("kind")
     params.pop("kind", None)
-    layout = args.layout or "v2"
+    recipe = {}
+    if args.preset == "general":
+        from ..train import GENERAL_RECIPE
+
+        recipe = dict(GENERAL_RECIPE)
+    layout = args.layout or recipe.get("layout", "v2")
     if args.base:  # domain retraining: continue the base model's boosting with its kind and layout
         from ..predictor import PredictorError, load_predictor
         from ..train import DOMAIN_PARAMS
@@ -98,8 +109,21 @@ def run(args) -> int:
         print("sjf train: no usable rows", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
+    calibration = None
+    if args.calibration:
+        try:
+            with open(args.calibration) as f:
+                calibration = json.load(f)
+            calibration = calibration.get("knots", calibration) if isinstance(calibration, dict) else calibration
+        except (OSError, ValueError) as exc:
+            print(f"sjf train: cannot read --calibration {args.calibration}: {exc}", file=sys.stderr)
+            return 1
     cfg = TrainConfig(name=args.name, kind=kind, layout=layout, params=params, nthread=args.nthread,
-                      balance=not args.no_balance, base=args.base, source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"))
+                      balance=not args.no_balance, base=args.base,
+                      source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"),
+                      lexicon=bool(recipe.get("lexicon")) and layout == "v3" and not args.base,
+                      lexicon_alpha=float(recipe.get("lexicon_alpha", 1.0)), target=recipe.get("target", "median"),
+                      calibration=calibration)
     evaluate_fn = None
     if not args.no_eval:
         from ..evaluate import evaluate, format_table, length_peer, model_peer
