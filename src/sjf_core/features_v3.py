@@ -53,28 +53,28 @@ GROUPS_V3["lexicon"] = [LEXICON_COL]
 _NUMWORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
              "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50,
              "hundred": 100, "a": 1, "an": 1, "single": 1, "a few": 3, "several": 5, "couple": 2}
-_NUM = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|" \
+_NUM = r"\b(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|" \
        r"fifteen|twenty|thirty|fifty|hundred|a few|several|couple|single|an?)"
+# All patterns run on the lower-cased window.
 _UNIT_RE = re.compile(_NUM + r"[\s-]*(?:or so\s+|to\s+\d+\s+|-\s*\d+\s+)?"
                       r"(words?|sentences?|paragraphs?|pages?|lines?|bullet points?|bullets?|points?|ideas?|"
                       r"examples?|tips?|ways?|reasons?|questions?|names?|steps?|items?|options?|suggestions?|"
                       r"titles?|facts?|things?|strategies|methods?|jokes?|headlines?|taglines?|slogans?|"
-                      r"tweets?|lessons?|chapters?|sections?|slides?|scenes?|verses?|stanzas?|characters?)\b",
-                      re.IGNORECASE)
+                      r"tweets?|lessons?|chapters?|sections?|slides?|scenes?|verses?|stanzas?|characters?)\b")
 _LIST_RE = re.compile(r"\b(?:list|give me|provide|suggest|generate|write|create|name)\s+(?:me\s+)?(?:the\s+)?(?:top\s+)?"
-                      + _NUM + r"\b", re.IGNORECASE)
-_AT_LEAST = re.compile(r"\b(?:at least|minimum(?: of)?|no less than|more than|over)\s+\d", re.IGNORECASE)
+                      + _NUM + r"\b")
+_AT_LEAST = re.compile(r"\b(?:at least|minimum(?: of)?|no less than|more than|over)\s+\d")
 _AT_MOST = re.compile(r"\b(?:at most|maximum(?: of)?|no more than|less than|fewer than|under|within|up to|"
-                      r"not exceed(?:ing)?)\s+\d", re.IGNORECASE)
+                      r"not exceed(?:ing)?)\s+\d")
 _ONE_UNIT = re.compile(r"\b(?:one|a single|1)[\s-]+(?:word|sentence|line|number|letter|paragraph)\b|\byes or no\b|"
                        r"\btrue or false\b|\bjust (?:the|a|one) (?:answer|number|word|name|letter)\b|"
                        r"\bonly (?:the|a|one) (?:answer|number|word|name|letter|code)\b|\bone[\s-]liner\b|"
-                       r"\b(?:reply|respond|answer) (?:with|only with) (?:only )?(?:a|one|the)\b", re.IGNORECASE)
+                       r"\b(?:reply|respond|answer) (?:with|only with) (?:only )?(?:a|one|the)\b")
 _FULL = re.compile(r"\b(?:full|complete|entire|whole)\s+(?:code|script|program|implementation|essay|article|"
                    r"story|report|document|source|app|application|guide|list|version|text)\b|\bstep[\s-]by[\s-]step\b|"
-                   r"\bin (?:great |full )?detail\b|\bin depth\b|\bdetailed\b|\bcomprehensive\b", re.IGNORECASE)
+                   r"\bin (?:great |full )?detail\b|\bin depth\b|\bdetailed\b|\bcomprehensive\b")
 _MATERIAL = re.compile(r"\b(?:the following|following text|above|below|this text|this article|this passage|"
-                       r"the text|this code|the code below|this paragraph|this email|this essay)\b", re.IGNORECASE)
+                       r"the text|this code|the code below|this paragraph|this email|this essay)\b")
 _TOKENS_PER = {"word": 1.35, "sentence": 25.0, "paragraph": 110.0, "page": 650.0, "line": 12.0, "item": 30.0,
                "chapter": 1500.0, "section": 250.0, "slide": 60.0, "scene": 300.0, "verse": 40.0, "stanza": 40.0,
                "character": 0.3}
@@ -101,8 +101,8 @@ def _unit(u: str) -> str:
 
 
 def length_targets(w: str) -> dict[str, float]:
-    """Parsed length targets of a text window (see the module docstring): requested counts per unit
-    (max over mentions, capped at 100,000) and an answer-token estimate (0 when none)."""
+    """Parsed length targets of a **lower-cased** text window (see the module docstring): requested
+    counts per unit (max over mentions, capped at 100,000) and an answer-token estimate (0 when none)."""
     req = {"word": 0.0, "sentence": 0.0, "paragraph": 0.0, "item": 0.0, "line": 0.0}
     est = 0.0
     for m in _UNIT_RE.finditer(w):
@@ -128,7 +128,7 @@ def _log1p(x: float) -> float:
 def fill_text_v3(text: str, out: np.ndarray) -> None:
     """Write the v3 features of ``text`` into the zeroed float32 row ``out`` [N_FEATURES_V3]."""
     fill_text_v2(text, out[:N_FEATURES_V2])
-    w = window(text)
+    w = window(text).lower()
     t = length_targets(w)
     o = N_FEATURES_V2
     out[o + 0] = _log1p(t["word"])

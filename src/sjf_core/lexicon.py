@@ -3,8 +3,9 @@
 Contract:
 
 * :func:`buckets_of` maps a text to the sorted unique int64 bucket ids of its word unigrams and
-  bigrams (words as in :class:`sjf_core.features.Scan`, over the scanned window only, so the
-  cost is bounded), hashed with CRC-32 into ``n_buckets`` (a power of two).
+  bigrams (words: runs of ASCII letters/digits/underscore or non-ASCII UTF-8 bytes, ASCII
+  lower-cased, over :func:`sjf_core.features.window` only, so the cost is bounded), hashed
+  with CRC-32 into ``n_buckets`` (a power of two).
 * :func:`fit_lexicon` fits ridge regression of a target (ln(1 + answer tokens), possibly
   de-meaned per model) on the L2-normalised binary bucket vectors: weights float32
   [n_buckets] and an intercept. Solved with ``scipy.sparse.linalg.lsqr`` (train extra).
@@ -26,11 +27,14 @@ from typing import Sequence
 
 import numpy as np
 
-from .features import Scan
+import re
+
+from .features import window
 
 __all__ = ["LEX_BUCKETS", "buckets_of", "fit_lexicon", "Lexicon", "cross_fit_scores"]
 
 LEX_BUCKETS = 1 << 16
+_WORD = re.compile(rb"[a-z0-9_\x80-\xff]+")
 _MIX1 = np.uint64(0x9E3779B1)
 _MIX2 = np.uint64(0x85EBCA6B)
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -38,7 +42,7 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 
 def buckets_of(text: str, n_buckets: int = LEX_BUCKETS) -> np.ndarray:
     """Sorted unique bucket ids (int64) of the unigrams and bigrams of ``text``'s scanned window."""
-    toks = Scan(text).toks
+    toks = _WORD.findall(window(text).encode("utf-8", "surrogatepass").lower())
     if not toks:
         return np.zeros(0, dtype=np.int64)
     h = np.fromiter(map(zlib.crc32, toks), dtype=np.uint64, count=len(toks))

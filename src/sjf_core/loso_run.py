@@ -96,6 +96,14 @@ class FeatureStore:
         self.index = {k: i for i, k in enumerate(self.keys)}
         h = hashlib.sha256()
         h.update(layout.encode() + b"\x00" + "\x00".join(lay.names).encode())
+        import importlib
+
+        from .layouts import LAYOUTS
+
+        for mod in ("sjf_core.features", LAYOUTS[layout][0], "sjf_core.features_v2"):  # the extractor's code
+            src = getattr(importlib.import_module(mod), "__file__", None)
+            if src:
+                h.update(Path(src).read_bytes())
         for k in self.keys:
             h.update(k.encode())
         cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
