@@ -33,6 +33,7 @@ from .features import window
 from .features_v2 import FEATURE_NAMES_V2, GROUPS_V2, N_FEATURES_V2, fill_text_v2
 
 __all__ = ["FEATURE_NAMES_V3", "GROUPS_V3", "N_FEATURES_V3", "LEXICON_COL", "extract_v3", "extract_v3_many", "fill_text_v3",
+           "FEATURE_NAMES_V2L", "GROUPS_V2L", "N_FEATURES_V2L", "extract_v2l", "extract_v2l_many", "fill_text_v2l",
            "length_targets"]
 
 _TARGETS = ("req_words", "req_sentences", "req_paragraphs", "req_items", "req_lines", "req_tokens_est",
@@ -183,3 +184,40 @@ def extract_v3_many(texts) -> np.ndarray:
             raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
         fill_text_v3(t, out[i])
     return out
+
+
+# ---- layout "v2l": v2 plus the lexicon column only (no regex groups: the cheaper variant) ----
+FEATURE_NAMES_V2L: tuple[str, ...] = FEATURE_NAMES_V2 + ("lexicon",)
+N_FEATURES_V2L = len(FEATURE_NAMES_V2L)
+GROUPS_V2L: dict[str, list[int]] = {**GROUPS_V2, "lexicon": [N_FEATURES_V2L - 1]}
+
+
+def fill_text_v2l(text: str, out: np.ndarray) -> None:
+    """Write the v2l features of ``text`` into the zeroed float32 row ``out`` [N_FEATURES_V2L]
+    (the v2 features; the last column, the lexicon score, is left to the predictor)."""
+    fill_text_v2(text, out[:N_FEATURES_V2])
+
+
+def extract_v2l(text: str) -> np.ndarray:
+    """The v2l features of one prompt: float32 [N_FEATURES_V2L] (lexicon column 0).
+
+    Raises:
+        TypeError: if ``text`` is not a str.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    out = np.zeros(N_FEATURES_V2L, dtype=np.float32)
+    fill_text_v2l(text, out)
+    return out
+
+
+def extract_v2l_many(texts) -> np.ndarray:
+    """:func:`extract_v2l` for a sequence of texts: float32 [N, N_FEATURES_V2L].
+
+    Raises:
+        TypeError: if an item is not a str.
+    """
+    from .features_v2 import extract_v2_many
+
+    x = extract_v2_many(texts)
+    return np.hstack([x, np.zeros((len(x), 1), dtype=np.float32)])

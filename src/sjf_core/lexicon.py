@@ -127,7 +127,7 @@ def fit_lexicon(bucket_lists: Sequence[np.ndarray], y: np.ndarray, weights: np.n
     mu = float(np.average(y, weights=w))
     sw = np.sqrt(w)
     Xw = diags(sw) @ X
-    sol = lsqr(Xw, (y - mu) * sw, damp=float(np.sqrt(alpha)), atol=1e-6, btol=1e-6, iter_lim=400)[0]
+    sol = lsqr(Xw, (y - mu) * sw, damp=float(np.sqrt(alpha)), atol=1e-4, btol=1e-4, iter_lim=150)[0]
     return Lexicon(sol.astype(np.float32), mu)
 
 

@@ -60,6 +60,8 @@ class Recipe:
             rank:pairwise on answer rows grouped by answering model, at most 40 rows per prompt).
         params: XGBoost parameters.
         source_weighting: "sqrt", "equal" or "none" (see :func:`sjf_core.train.group_weights`).
+        lexicon: fill the v3 ``lexicon`` column (cross-fitted in training); lexicon_alpha: its ridge penalty.
+        blend: score = (1 − blend) × trees + blend × lexicon score (both ln(1 + tokens) scale).
     """
 
     name: str
@@ -71,6 +73,7 @@ class Recipe:
     source_weighting: str = "sqrt"
     lexicon: bool = False
     lexicon_alpha: float = 1.0
+    blend: float = 0.0
 
 
 #: Fast LOSO parameters (about 15 s per fold on 2 cores); the shipped model uses the same.
@@ -230,13 +233,16 @@ def fit_recipe(recipe: Recipe, ds: Dataset, train_keys: Sequence[str], store: Fe
     offsets = model_offsets(ds, train_keys) if recipe.target == "demean" else None
     lexicon = None
     if recipe.lexicon:  # cross-fitted lexicon column for the training prompts, full lexicon elsewhere
-        from .features_v3 import LEXICON_COL
         from .lexicon import cross_fit_scores, fit_lexicon
+
+        if store.layout.names[-1] != "lexicon":
+            raise ValueError(f"recipe {recipe.name!r}: layout {recipe.layout} has no lexicon column")
+        LEXICON_COL = store.layout.n_features - 1
 
         b_tr = store.buckets(tr)
         y_lex = target_of(ds, tr, recipe.target, offsets)
         w_lex = group_weights(ds, tr, recipe.source_weighting)
-        fold = np.array([int(k[13:15], 16) % 5 for k in tr])
+        fold = np.array([int(k[13:15], 16) % 3 for k in tr])
         oof = {} if recipe.objective == "lexicon" else dict(
             zip(tr, cross_fit_scores(b_tr, y_lex, fold, w_lex, recipe.lexicon_alpha)))
         lexicon = fit_lexicon(b_tr, y_lex, w_lex, recipe.lexicon_alpha)
@@ -291,7 +297,12 @@ def fit_recipe(recipe: Recipe, ds: Dataset, train_keys: Sequence[str], store: Fe
         raise ValueError(f"unknown objective {recipe.objective!r}")
 
     def predict(keys):
-        return np.asarray(model.predict(feats(list(keys))), dtype=np.float64)
+        keys = list(keys)
+        out = np.asarray(model.predict(feats(keys)), dtype=np.float64)
+        if recipe.blend and lexicon is not None:
+            lx = np.array([lexicon.score_buckets(b) for b in store.buckets(keys)], dtype=np.float64)
+            out = (1.0 - recipe.blend) * out + recipe.blend * lx
+        return out
 
     return predict, {"best_iteration": getattr(model, "best_iteration", None), "log_sigma": sigma, "model": model,
                      "lexicon": lexicon, "offsets": offsets}

@@ -44,7 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 #: What the ``general`` preset adds to the parameters (see :class:`TrainConfig`).
-GENERAL_RECIPE = {"layout": "v3", "lexicon": True, "lexicon_alpha": 1.0, "target": "median"}
+GENERAL_RECIPE = {"layout": "v3", "lexicon": True, "lexicon_alpha": 3.0, "target": "median"}
 
 
 #: Continued boosting for domain retraining (``sjf train --base``, paper §5.1): small trees
@@ -70,8 +70,8 @@ class TrainConfig:
         source_weighting: "sqrt" (default): a prompt from a source with n training prompts
             weighs ∝ 1/sqrt(n), so small sources (the arena sets) are not drowned by
             ShareGPT; "equal": ∝ 1/n; "none": every prompt weighs 1.
-        lexicon: layout v3 only: fit the hashed word lexicon (:mod:`sjf_core.lexicon`) on the
-            training prompts, cross-fitted (5 folds by prompt hash) for the trees' training
+        lexicon: layouts v3 / v2l only: fit the hashed word lexicon (:mod:`sjf_core.lexicon`) on the
+            training prompts, cross-fitted (3 folds by prompt hash) for the trees' training
             column, and store it in the model file.
         lexicon_alpha: the lexicon's ridge penalty.
         target: "median" or "demean" (:func:`sjf_core.loso_run.target_of`).
@@ -139,16 +139,17 @@ def featurize_groups(ds: Dataset, keys: Sequence[str], layout: str, progress: bo
 
 def _with_lexicon(cfg: TrainConfig, ds: Dataset, tr_keys, va_keys, X, Xv, y):
     """Fit the lexicon on the training prompts; fill the ``lexicon`` column: cross-fitted
-    (5 folds by prompt hash) for the training rows, the full lexicon for validation."""
-    from .features_v3 import LEXICON_COL
+    (3 folds by prompt hash) for the training rows, the full lexicon for validation."""
     from .lexicon import buckets_of, cross_fit_scores, fit_lexicon
 
-    if cfg.layout != "v3":
-        raise ValueError("the lexicon needs layout v3")
+    lay = get_layout(cfg.layout)
+    if lay.names[-1] != "lexicon":
+        raise ValueError(f"the lexicon needs a layout with a lexicon column (v3, v2l), not {cfg.layout}")
+    LEXICON_COL = lay.n_features - 1
     b_tr = [buckets_of(ds.group_example(k).prompt) for k in tr_keys]
     b_va = [buckets_of(ds.group_example(k).prompt) for k in va_keys]
     w = group_weights(ds, tr_keys, cfg.source_weighting)
-    fold = np.array([int(k[13:15], 16) % 5 for k in tr_keys])
+    fold = np.array([int(k[13:15], 16) % 3 for k in tr_keys])
     X, Xv = X.copy(), Xv.copy()
     X[:, LEXICON_COL] = cross_fit_scores(b_tr, y, fold, w, cfg.lexicon_alpha)
     lexicon = fit_lexicon(b_tr, y, w, cfg.lexicon_alpha)
@@ -394,7 +395,7 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         "labels": "one example per distinct prompt; target = median ln(1 + answer tokens) over its answers",
         "source_weighting": cfg.source_weighting,
         "target": cfg.target,
-        "lexicon": ({"buckets": lexicon.n_buckets, "alpha": cfg.lexicon_alpha, "cross_fit_folds": 5}
+        "lexicon": ({"buckets": lexicon.n_buckets, "alpha": cfg.lexicon_alpha, "cross_fit_folds": 3}
                     if lexicon is not None else None),
         "calibration_knots": cfg.calibration,
         "training_examples": {"train_prompts": len(tr_keys), "val_prompts": len(va_keys)},

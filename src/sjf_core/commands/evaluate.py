@@ -30,6 +30,7 @@ def add_arguments(p) -> None:
     p.add_argument("--all-sources", action="store_true",
                    help="show every source, not only those with >= 30 Short and >= 30 Long rows")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--json-out", default=None, metavar="PATH", help="also write the JSON result to PATH")
     p.add_argument("--cross-source", action="store_true",
                    help="also train one model per source on its train split and score it on every source's "
                         "test split (paper Table 7 style)")
@@ -177,6 +178,9 @@ def _run_loso(args, ds, models) -> int:
         if args.write_calibration:
             with open(args.write_calibration, "w") as f:
                 json.dump({"knots": cal["knots"], "recipe": gen, "weights": cal["weights"]}, f, indent=1)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(_clean(out), f, indent=1)
     if args.json:
         print(json.dumps(_clean(out), indent=1))
         return 0

@@ -40,7 +40,7 @@ def add_arguments(p) -> None:
                    help="calibration knots [[mu, ln(1+E[tokens])], ...] for expected_tokens, as written by "
                         "`sjf eval --loso --write-calibration`")
     p.add_argument("--kind", choices=("classifier", "regressor"), default=None, help="override the preset's kind")
-    p.add_argument("--layout", choices=("v1", "v2", "v3"), default=None,
+    p.add_argument("--layout", choices=("v1", "v2", "v3", "v2l"), default=None,
                    help="feature layout (default v2, v3 for --preset general; with --base, the base model's layout)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override an XGBoost parameter, e.g. --set max_depth=4 (repeatable)")
@@ -121,7 +121,7 @@ def run(args) -> int:
     cfg = TrainConfig(name=args.name, kind=kind, layout=layout, params=params, nthread=args.nthread,
                       balance=not args.no_balance, base=args.base,
                       source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"),
-                      lexicon=bool(recipe.get("lexicon")) and layout == "v3" and not args.base,
+                      lexicon=bool(recipe.get("lexicon")) and layout in ("v3", "v2l") and not args.base,
                       lexicon_alpha=float(recipe.get("lexicon_alpha", 1.0)), target=recipe.get("target", "median"),
                       calibration=calibration)
     evaluate_fn = None
