@@ -37,6 +37,7 @@ model path (cached), ``intra_op_num_threads=1``, ``inter_op_num_threads=1``.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import threading
@@ -212,6 +213,9 @@ class Predictor:
         self._lexicon = lexicon
         self._lex_col = layout.n_features - 1 if lexicon is not None else None
         self._cal = info.calibration
+        if self._cal is not None:  # plain-float copies for the single-prompt path
+            self._cal_x = [float(v) for v in self._cal[0]]
+            self._cal_y = [float(v) for v in self._cal[1]]
 
     # ---- raw model outputs -----------------------------------------------------------
     def _run(self, x: np.ndarray) -> np.ndarray:
@@ -299,7 +303,7 @@ class Predictor:
             mu = float(y[0])
             s = self.info.log_sigma
             if self._cal is not None:
-                le = float(calibrated_log1p(mu, self._cal))
+                le = self._cal_one(mu)
                 expected = max(0.0, math.expm1(le))
                 mu = le - self._half_s2
             else:
@@ -309,6 +313,17 @@ class Predictor:
             return _make_prediction(1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi, expected)
         ps, pm, pl = float(y[0]), float(y[1]), float(y[2])
         return _make_prediction(ps, pm, pl, ps * _TYPICAL_T[0] + pm * _TYPICAL_T[1] + pl * _TYPICAL_T[2])
+
+    def _cal_one(self, mu: float) -> float:
+        """:func:`calibrated_log1p` of one float, without numpy (the single-prompt path)."""
+        xs, ys = self._cal_x, self._cal_y
+        if mu <= xs[0]:
+            return ys[0] + (mu - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
+        if mu >= xs[-1]:
+            return ys[-1] + (mu - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        i = bisect.bisect_right(xs, mu)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (mu - x0) * (y1 - y0) / (x1 - x0)
 
     def _new_binding(self):
         """Per-thread IO binding: a zeroed [1, F] input and a [1, k] output buffer, both bound

@@ -337,6 +337,20 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         y, yv = target_of(ds, tr_keys, cfg.target, off), target_of(ds, va_keys, cfg.target, off)
     extra_meta = {}
     lexicon = None
+    if cfg.base and Path(cfg.base).suffix == ".onnx":  # keep the base model's lexicon and calibration
+        from .predictor import load_predictor
+
+        bp = load_predictor(cfg.base)
+        if bp._lexicon is not None:
+            extra_meta.update(bp._lexicon.to_meta())
+            col = lay.n_features - 1
+            for keys, XX in ((tr_keys, X), (va_keys, Xv)):
+                for j, k in enumerate(keys):
+                    ex = ds.group_example(k)
+                    if ex.prompt is not None:
+                        XX[j, col] = bp._lexicon.score(ex.prompt)
+        if bp.info.calibration is not None and cfg.calibration is None:
+            extra_meta["sjf.calibration"] = bp.info.metadata["sjf.calibration"]
     if cfg.lexicon:
         if cfg.base:
             raise ValueError("--base (domain retraining) keeps the base model's lexicon; do not refit it")
