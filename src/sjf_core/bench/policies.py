@@ -10,6 +10,7 @@ Each :class:`PolicySpec` says how one contender is realised on a path:
 * ``sjf``: the project's defaults (``Scheduler()``): ``sjf-tokens`` (ascending
   expected answer tokens, capped by ``max_tokens``), τ = 3x, the default promotion;
 * ``sjf-no-tau``: the same without the starvation guard;
+* ``sjf-fcfs-bound``: the default policy with the previous default guard ("fcfs-bound");
 * ``sjf-plong``: the paper's key, ascending P(Long), with the default τ and promotion;
 * ``sjf-paper``: P(Long) with the paper's literal τ rule (strict oldest-first
   promotion at τ = 3 × mean Short service time, paper §3.4);
@@ -66,6 +67,8 @@ BUILTIN: dict[str, PolicySpec] = {
         PolicySpec("litellm-priority", litellm_priority=True),
         PolicySpec("sjf", "sjf-tokens"),
         PolicySpec("sjf-no-tau", "sjf-tokens", tau="off"),
+        # the default guard before "work-bound" (it turned a burst after a quiet period into FCFS)
+        PolicySpec("sjf-fcfs-bound", "sjf-tokens", options={"promotion": "fcfs-bound"}),
         PolicySpec("sjf-plong", "sjf"),
         PolicySpec("sjf-paper", "sjf", tau="3x", options={"promotion": "strict"}),
         PolicySpec("fair", "fair"),
