@@ -281,3 +281,51 @@ def test_bad_lexicon_or_calibration_metadata_is_a_clear_error(tmp_path):
     with pytest.raises(PredictorError, match="lexicon"):  # a lexicon on a layout without its column
         load_predictor(_with_meta(MODEL_A, tmp_path / "l2.onnx", **{"sjf.lexicon": "eJwDAAAAAAE=",
                                                                       "sjf.lexicon_buckets": "0"}))
+
+
+def test_lexicon_c_accelerator_matches_python():
+    from sjf_core import lexicon
+    from sjf_core.lexicon import Lexicon, buckets_of
+
+    if lexicon._C is None:
+        pytest.skip("sjf_core._lex not built (pip install builds it); the Python path is the reference")
+    rng = np.random.default_rng(5)
+    lex = Lexicon(rng.normal(size=1 << 12).astype(np.float32), 0.25)
+    texts = ["", "   ", "a", "Hello, World! hello world", "ÄÖÜ ß 中文测试 Привет мир", "snake_case 123 x1",
+             "x" * 50_000 + " tail words here", "lone \ud800 surrogate", "\n\n".join(PROMPTS)]
+    texts += ["".join(chr(int(c)) for c in rng.integers(32, 0x2FFF, int(n))) for n in rng.integers(1, 400, 30)]
+    for t in texts:
+        assert lex.score(t) == pytest.approx(lex.score_py(t), rel=1e-12, abs=1e-12)
+    assert len(buckets_of("one two one two")) == 4  # unigrams one, two + bigrams "one two", "two one"
+
+
+def test_v3_length_targets_and_v2l_layout():
+    from sjf_core.features_v2 import extract_v2
+    from sjf_core.features_v3 import FEATURE_NAMES_V3, extract_v3, length_targets
+    from sjf_core.layouts import get_layout
+
+    t = length_targets("write a 2,000-word essay, then list 10 ideas in three sentences each")
+    assert t["word"] == 2000 and t["item"] == 10 and t["sentence"] == 3 and t["tokens"] == pytest.approx(2700)
+    assert length_targets("what is the capital of france?")["tokens"] == 0
+    x = extract_v3("Answer yes or no: is it raining?")
+    names = dict(zip(FEATURE_NAMES_V3, x))
+    assert names["one_unit_answer"] >= 1 and names["req_tokens_est"] == 0 and names["lexicon"] == 0
+    text = "Summarize the following text:\n\n" + "Lorem ipsum dolor sit amet. " * 40 + "\n\nKeep it short."
+    n3 = dict(zip(FEATURE_NAMES_V3, extract_v3(text)))
+    assert n3["first_line_colon"] == 1 and n3["material_ref"] >= 1 and n3["short_last_par"] == 1
+    v2l = get_layout("v2l")
+    assert v2l.names[-1] == "lexicon" and v2l.n_features == len(extract_v2(text)) + 1
+    np.testing.assert_array_equal(v2l.extract(text)[:-1], extract_v2(text))
+    np.testing.assert_array_equal(v2l.extract_many([text, "hi"])[0], v2l.extract(text))
+
+
+def test_shipped_default_is_a_calibrated_lexicon_model():
+    p = load_predictor()
+    assert p.info.layout in ("v2l", "v3") and p._lexicon is not None and p.info.calibration is not None
+    x = p.features_many(PROMPTS)
+    assert np.all(x[:, -1] != 0.0)  # the lexicon column is filled
+    # the calibration map keeps the order of the model output (no new ties or swaps)
+    mu = np.linspace(0, 9, 200)
+    from sjf_core.predictor import calibrated_log1p
+
+    assert (np.diff(calibrated_log1p(mu, p.info.calibration)) > 0).all()

@@ -22,6 +22,8 @@ without its fold) so the trees do not over-trust it.
 from __future__ import annotations
 
 import base64
+import math
+import os
 import zlib
 from typing import Sequence
 
@@ -35,6 +37,21 @@ __all__ = ["LEX_BUCKETS", "buckets_of", "fit_lexicon", "Lexicon", "cross_fit_sco
 
 LEX_BUCKETS = 1 << 16
 _WORD = re.compile(rb"[a-z0-9_\x80-\xff]+")
+
+
+def _c_ext():
+    """The optional C accelerator ``sjf_core._lex`` (built by ``pip install``), or None
+    (not built, or ``SJF_NO_C_SCAN=1``)."""
+    if os.environ.get("SJF_NO_C_SCAN") == "1":
+        return None
+    try:
+        from . import _lex
+    except ImportError:
+        return None
+    return _lex
+
+
+_C = _c_ext()
 _MIX1 = np.uint64(0x9E3779B1)
 _MIX2 = np.uint64(0x85EBCA6B)
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -71,7 +88,8 @@ class Lexicon:
     """Fitted lexicon: ``weights`` float32 [n_buckets], ``intercept`` float."""
 
     def __init__(self, weights: np.ndarray, intercept: float):
-        self.weights = np.asarray(weights, dtype=np.float32)
+        self.weights = np.ascontiguousarray(weights, dtype=np.float32)
+        self._wbytes = memoryview(self.weights).cast("B")
         self.intercept = float(intercept)
         self.n_buckets = len(self.weights)
         if self.n_buckets & (self.n_buckets - 1):
@@ -80,10 +98,17 @@ class Lexicon:
     def score_buckets(self, b: np.ndarray) -> float:
         if len(b) == 0:
             return self.intercept
-        return self.intercept + float(self.weights[b].sum()) / float(np.sqrt(len(b)))
+        return self.intercept + float(self.weights[b].sum(dtype=np.float64)) / math.sqrt(len(b))
 
     def score(self, text: str) -> float:
-        """Lexicon score of one text (float)."""
+        """Lexicon score of one text (float); the C accelerator when built (same number)."""
+        if _C is not None:
+            s, n = _C.score(window(text).encode("utf-8", "surrogatepass").lower(), self._wbytes, self.n_buckets)
+            return self.intercept + s / math.sqrt(n) if n else self.intercept
+        return self.score_buckets(buckets_of(text, self.n_buckets))
+
+    def score_py(self, text: str) -> float:
+        """:meth:`score` in pure Python (the reference implementation)."""
         return self.score_buckets(buckets_of(text, self.n_buckets))
 
     def score_many(self, texts: Sequence[str]) -> np.ndarray:

@@ -367,7 +367,7 @@ def recipe_from_preset(preset: str, name: str | None = None) -> Recipe:
     params = {k: v for k, v in PRESETS[preset].items() if k != "kind"}
     if preset == "general":
         g = GENERAL_RECIPE
-        return Recipe(name or "general (v3 + lexicon)", g["layout"], target=g["target"], params=params,
+        return Recipe(name or "general (v2l: v2 + lexicon)", g["layout"], target=g["target"], params=params,
                       lexicon=g["lexicon"], lexicon_alpha=g["lexicon_alpha"])
     if preset == "rank":
         return Recipe(name or "rank (v2)", "v2", params=params)

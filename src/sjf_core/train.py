@@ -44,7 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 #: What the ``general`` preset adds to the parameters (see :class:`TrainConfig`).
-GENERAL_RECIPE = {"layout": "v3", "lexicon": True, "lexicon_alpha": 3.0, "target": "median"}
+GENERAL_RECIPE = {"layout": "v2l", "lexicon": True, "lexicon_alpha": 3.0, "target": "median"}
 
 
 #: Continued boosting for domain retraining (``sjf train --base``, paper §5.1): small trees
