@@ -435,4 +435,28 @@ def test_sjf_eval_loso_json(family_corpus, trained, tmp_path, capsys):
     assert set(res["fit"]["LOSO-trained general"]) == {"arena", "lima", "sharegpt"}
     knots = json.loads(cal.read_text())["knots"]
     assert len(knots) >= 2 and all(b[0] > a[0] and b[1] > a[1] for a, b in zip(knots, knots[1:]))
-    assert list((tmp_path / "cache").glob("features-v3-*.npy"))  # features cached outside the repo
+    assert list((tmp_path / "cache").glob("features-v2l-*.npy"))  # features cached outside the repo
+
+
+def test_sjf_train_general_lexicon_model_and_domain_retraining_keeps_its_lexicon(corpus, tmp_path):
+    from sjf_core.predictor import load_predictor
+
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"knots": [[2.0, 3.5], [5.0, 6.0], [7.5, 7.9]]}))
+    assert _train(["--data", str(corpus), "--name", "gen", "--out-dir", str(tmp_path), "--preset", "general",
+                   "--calibration", str(cal), "--set", "n_estimators=40", "--no-eval"]) == 0
+    card = json.loads((tmp_path / "gen.json").read_text())
+    assert card["feature_layout"]["name"] == "v2l" and card["lexicon"]["alpha"] == 3.0
+    assert card["calibration_knots"] == [[2.0, 3.5], [5.0, 6.0], [7.5, 7.9]]
+    p = load_predictor(tmp_path / "gen.onnx")
+    assert p._lexicon is not None and p.info.calibration is not None
+    s = p.score_many(["What is tea? (9999)", "Write a 2000-word essay about tea, in detail. (9999)"])
+    assert s[1] > s[0]
+    logs = tmp_path / "more.jsonl"
+    logs.write_text("\n".join(json.dumps(r) for r in _corpus(120, 7)) + "\n")
+    assert _train(["--base", str(tmp_path / "gen.onnx"), "--data", str(logs), "--name", "gen_dom",
+                   "--out-dir", str(tmp_path), "--no-eval"]) == 0
+    q = load_predictor(tmp_path / "gen_dom.onnx")
+    assert q.info.layout == "v2l" and q._lexicon is not None
+    np.testing.assert_array_equal(q._lexicon.weights, p._lexicon.weights)  # the base lexicon, not refitted
+    assert q.info.metadata["sjf.calibration"] == p.info.metadata["sjf.calibration"]
