@@ -53,6 +53,9 @@ def add_arguments(p) -> None:
                    help="continue boosting from this model (domain retraining, paper §5.1); needs its .xgb.ubj")
     p.add_argument("--exclude-source", action="append", default=[], help="drop rows of this source (repeatable)")
     p.add_argument("--only-source", action="append", default=[], help="keep only rows of this source (repeatable)")
+    p.add_argument("--exclude-family", action="append", default=[],
+                   help="leave out a LOSO source family (sjf_core.loso.FAMILIES): every row whose prompt occurs in "
+                        "that family's files, in any file (for a benchmark on a family the model never saw)")
     p.add_argument("--compare", action="append", default=[], help="also evaluate this ONNX model in the card")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation in the card")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -105,6 +108,11 @@ def run(args) -> int:
         rows = [r for r in rows if r.source in set(args.only_source)]
     if args.exclude_source:
         rows = [r for r in rows if r.source not in set(args.exclude_source)]
+    if args.exclude_family:
+        from ..loso import family_of
+
+        held = {r.key for r in rows if family_of(r.source) in set(args.exclude_family)}
+        rows = [r for r in rows if r.key not in held]
     if not rows:
         print("sjf train: no usable rows", file=sys.stderr)
         return 1
