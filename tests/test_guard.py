@@ -36,14 +36,14 @@ def warm_up(policy, pending, n: int = 100, tokens_per_s: float = 100.0, t0: floa
     quiet morning would; returns the clock after the last one."""
     now = t0
     for i in range(n):
-        tokens = 40.0 if i % 3 else 500.0
+        tokens = (40.0, 500.0, 1100.0)[i % 3]  # every class, so every estimate is learned
         e = policy.make_entry(10_000 + i, now, tokens_pred(tokens))
         pending.push(e)
         got = pending.pop(now)
         assert got is e
         service = tokens / tokens_per_s
         now += service
-        pending.observe(e, service, SHORT if tokens < 200 else 1, tokens)
+        pending.observe(e, service, SHORT if tokens < 200 else LONG if tokens >= 800 else 1, tokens)
     return now
 
 

@@ -69,6 +69,7 @@ def simulate(
     record_order: bool = False,
     warmup: int = 0,
     idle_s: float = 600.0,
+    warmup_speedup: float = 1.0,
 ) -> SimResult:
     """Run one simulation of ``wl`` under ``policy`` with ``slots`` servers.
 
@@ -85,6 +86,8 @@ def simulate(
             the queue idle ``idle_s`` seconds: the scheduler then starts "warm", as a proxy
             that has served a quiet morning does. Warm-up jobs are not in the result.
         idle_s: the quiet period between warm-up and workload, seconds.
+        warmup_speedup: the backend is this many times faster during the warm-up (a
+            backend whose speed changed, e.g. another model loaded).
 
     Returns:
         :class:`SimResult`.
@@ -113,14 +116,15 @@ def simulate(
     make_entry = policy.make_entry
     inf = math.inf
     if warmup and n:
-        t = float(arrival[0]) - idle_s - sum(float(service[j % n]) for j in range(warmup))
+        t = float(arrival[0]) - idle_s - sum(float(service[j % n]) for j in range(warmup)) / warmup_speedup
         for w in range(warmup):
             j = w % n
             e = make_entry(n + w, t, predictions[j], None if metas is None else metas[j])
             push(e)
             pop(t)
-            t += float(service[j])
-            observe(e, float(service[j]), int(klass[j]), float(tokens[j]))
+            s = float(service[j]) / warmup_speedup
+            t += s
+            observe(e, s, int(klass[j]), float(tokens[j]))
     while i < n or done:
         t_arr = arrival[i] if i < n else inf
         t_done = done[0][0] if done else inf
