@@ -650,3 +650,43 @@ async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts)
     assert expected[-1] == 8  # the lowest band last, although oldest and shortest
     got = await dispatch_order(stores(slots=1, policy=make_policy(policy, **opts)), work)
     assert got == expected, (policy, opts)
+
+
+# ---- fair shares across tenants ---------------------------------------------------------------
+@pytest.mark.parametrize("fairness", ["user", "off"])
+async def test_fair_shares_across_tenants_in_redis(stores, fairness):
+    """Three stores (three independent clients of one redis-server) share one backend:
+    tenant "flood" queues 10 short requests, then tenant "lone" one long one. With fair
+    shares the lone one is served within the first 2; without, SJF serves it last."""
+    name = backend()
+    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness=fairness) for _ in range(3)]
+    blocker = qs[0].ticket(pred(0.0), RequestMeta(tenant="holder"))
+    await blocker.acquire()
+    order: list[str] = []
+
+    async def job(q, tenant, p):
+        t = q.ticket(pred(p), RequestMeta(tenant=tenant))
+        await t.acquire()
+        order.append(tenant)
+        await t.arelease(10)
+
+    tasks = []
+    for i in range(10):
+        tasks.append(asyncio.create_task(job(qs[i % 3], "flood", 0.05)))
+    snap = await qs[0].snapshot()
+    while snap["waiting"] < 10:
+        await asyncio.sleep(0.01)
+        snap = await qs[0].snapshot()
+    tasks.append(asyncio.create_task(job(qs[2], "lone", 0.9)))
+    while snap["waiting"] < 11:
+        await asyncio.sleep(0.01)
+        snap = await qs[0].snapshot()
+    await blocker.arelease(10)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    pos = order.index("lone")
+    if fairness == "user":
+        assert pos < 2, order
+    else:
+        assert pos == 10, order
+    snap = await qs[0].snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0

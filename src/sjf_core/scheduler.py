@@ -68,8 +68,8 @@ class Scheduler:
             ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``); missing ones are
             read from ``$SJF_REDIS_*`` (see :func:`sjf_core.redis_queue.redis_config`).
         fairness: fair shares across tenants (:class:`sjf_core.tenants.Fairness` or its
-            spec: "key" (default), "team", "user", "header:NAME", "off"). In-process
-            queues only; the Redis store keeps one shared order (not yet per tenant).
+            spec: "key" (default), "team", "user", "header:NAME", "off"); also in Redis
+            mode (tenant queues and service counts in Redis).
         defaults: :class:`sjf_core.tenants.IntentDefaults` (default priority / deadline,
             global, per backend, per tenant) or None.
     """
@@ -131,9 +131,6 @@ class Scheduler:
 
         self.fairness = Fairness.parse(fairness)
         self.defaults = defaults if isinstance(defaults, IntentDefaults) else IntentDefaults.parse(**(defaults or {}))
-        if self.redis_url and self.fairness.enabled:
-            log.info("fairness %r applies to in-process queues only; the Redis store keeps one shared order",
-                     self.fairness.mode)
 
     # ---- predictor --------------------------------------------------------------------
     @property

@@ -80,6 +80,16 @@ local _t = redis.call('TIME')
 local NOW = tonumber(_t[1]) + tonumber(_t[2]) / 1000000
 
 local function fmt(x) return string.format('%.6f', x) end
+
+-- Fair shares across tenants (sjf_core.fair_share.TenantPending): a waiter with a tenant
+-- lives in <P>:q:<level>:t:<tenant> instead of <P>:q:<level>; <P>:tn:<level> is a ZSET of
+-- the tenants with waiters at that level scored by their weighted service seconds
+-- (<P>:vt HASH tenant -> seconds / weight; charged the expected work at grant, corrected
+-- to the measured service at release); st.vclock = the system virtual time (the count of
+-- the last granted tenant before its charge), where a tenant that (re)joins starts.
+local K_VT = P .. ':vt'
+local function tq(level, tenant) return P .. ':q:' .. level .. ':t:' .. tenant end
+local function tnk(level) return P .. ':tn:' .. level end
 local function num(x) return string.format('%.17g', x) end
 local function int(x) return string.format('%.0f', x) end
 
@@ -154,8 +164,14 @@ local function drop_waiter(id)
   redis.call('ZREM', K_VB .. ':' .. f[1], id)
   redis.call('ZREM', K_AGE .. ':' .. f[1], id)
   local qk = P .. ':q:' .. f[1]
-  redis.call('ZREM', qk, id)
-  if redis.call('ZCARD', qk) == 0 then redis.call('ZREM', K_LV, f[1]) end
+  if f[10] then
+    local tk = tq(f[1], f[10])
+    redis.call('ZREM', tk, id)
+    if redis.call('ZCARD', tk) == 0 then redis.call('ZREM', tnk(f[1]), f[10]) end
+  else
+    redis.call('ZREM', qk, id)
+  end
+  if redis.call('ZCARD', qk) == 0 and redis.call('ZCARD', tnk(f[1])) == 0 then redis.call('ZREM', K_LV, f[1]) end
   redis.call('HDEL', K_WI, id)
   if FCFSB and f[6] then
     local w = stnum('wwork') - tonumber(f[6])
@@ -176,7 +192,18 @@ local function drop_waiter(id)
   return true
 end
 
--- Remove a lease. Returns its "id klass dispatched_at work owner" fields, or nil if not held.
+-- A tenant's weighted service seconds moved by dt (seconds of work / weight): store it and
+-- re-score the tenant at every level where it waits.
+local function charge(tenant, dt)
+  local v = tonumber(redis.call('HGET', K_VT, tenant) or '0') + dt
+  redis.call('HSET', K_VT, tenant, num(v))
+  for _, lvl in ipairs(redis.call('ZRANGE', K_LV, 0, -1)) do
+    redis.call('ZADD', tnk(lvl), 'XX', num(v), tenant)
+  end
+end
+
+-- Remove a lease. Returns its "id klass dispatched_at work owner [tenant weight]" fields,
+-- or nil if not held.
 local function drop_lease(fence)
   if redis.call('ZREM', K_LEASES, fence) == 0 then return nil end
   local info = redis.call('HGET', K_LI, fence)
@@ -228,7 +255,17 @@ local function grant(id, promoted)
   local expiry = NOW + LEASE_TTL
   if alive and alive < expiry then expiry = alive end
   redis.call('ZADD', K_LEASES, fmt(expiry), fence)
-  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0') .. ' ' .. (info[7] or '?'))
+  local li = id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0') .. ' ' .. (info[7] or '?')
+  if info[10] then
+    -- fair shares: charge the tenant its expected work; the system virtual time moves to
+    -- where it stood before this charge
+    local w = tonumber(info[11]) or 1
+    local v = tonumber(redis.call('HGET', K_VT, info[10]) or '0')
+    if v > stnum('vclock') then redis.call('HSET', K_ST, 'vclock', num(v)) end
+    charge(info[10], (tonumber(info[6]) or 0) / w)
+    li = li .. ' ' .. info[10] .. ' ' .. (info[11] or '1')
+  end
+  redis.call('HSET', K_LI, fence, li)
   redis.call('HSET', K_HELD, id, fence)
   local wk = P .. ':w:' .. id
   -- the signal: fence, dispatch time, promoted, slots in use, expected work (s)
@@ -292,10 +329,16 @@ local function dispatch()
     if not chosen then
       local lv = redis.call('ZRANGE', K_LV, 0, 0)
       if not lv[1] then break end
-      qk = P .. ':q:' .. lv[1]
+      -- fair shares: the least-served tenant of the top level, then its own order
+      local tenant = redis.call('ZRANGE', tnk(lv[1]), 0, 0)[1]
+      qk = tenant and tq(lv[1], tenant) or (P .. ':q:' .. lv[1])
       chosen = redis.call('ZRANGE', qk, 0, 0)[1]
       if not chosen then
-        redis.call('ZREM', K_LV, lv[1])
+        if tenant then
+          redis.call('ZREM', tnk(lv[1]), tenant)
+        elseif redis.call('ZCARD', tnk(lv[1])) == 0 then
+          redis.call('ZREM', K_LV, lv[1])
+        end
       else
         since = since + 1
       end
@@ -329,12 +372,15 @@ local function aging_frame(arrival)
     ag = target
     redis.call('HSET', K_ST, 'ag_origin', fmt(origin), 'ag_s', num(ag))
     for _, lvl in ipairs(redis.call('ZRANGE', K_LV, 0, -1)) do
-      local qk = P .. ':q:' .. lvl
-      for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
-        local f = split(redis.call('HGET', K_WI, id) or '')
-        if f[5] then
-          local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag)
-          redis.call('ZADD', qk, num(sc), id)
+      local qks = {P .. ':q:' .. lvl}
+      for _, t in ipairs(redis.call('ZRANGE', tnk(lvl), 0, -1)) do qks[#qks + 1] = tq(lvl, t) end
+      for _, qk in ipairs(qks) do
+        for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
+          local f = split(redis.call('HGET', K_WI, id) or '')
+          if f[5] then
+            local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag)
+            redis.call('ZADD', qk, num(sc), id)
+          end
         end
       end
     end
