@@ -230,7 +230,7 @@ async def test_stats_reset_and_privacy(emulator_factory):
         assert rec["t_out"] >= rec["t_in"]
         assert {k: v for k, v in rec.items() if k not in ("t_in", "t_start", "t_out")} == {
             "seq": 1, "hash": short_hash("short one"), "id": "req-7", "tokens": 20, "outcome": "ok", "probe": False,
-                "stream": False, "api": "chat",
+                "stream": False, "api": "chat", "sjf_headers": [],
             "keys": ["messages", "model"]}
         assert "short one" not in json.dumps(st)
         async with s.post(f"http://127.0.0.1:{emu.port}/emulator/reset") as r:

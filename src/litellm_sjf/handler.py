@@ -61,7 +61,11 @@ so the next request would queue inside the backend behind it. Per backend,
 raises internally lets the request through (without a slot if need be), counted in
 ``status()["counters"]["fail_open"]`` and logged without prompt text. Calls that
 cannot be scored (embeddings, images, audio, unknown shapes) pass through untouched.
-The plugin never modifies the request sent to the backend. The one deliberate
+The plugin never modifies the request sent to the backend, but for one field:
+LiteLLM's ``priority`` is consumed (removed in the pre-call hook and used as a
+strict priority band, litellm#7144; :mod:`litellm_sjf.tenancy`). Tenants (``fairness``)
+and defaults: :mod:`sjf_core.tenants`. A request superseded while queued
+(``x-sjf-supersede``) gets HTTP 409 at once. The one other deliberate
 refusal is overload control: :class:`sjf_core.errors.AdmissionRejected` becomes HTTP
 429 with a ``Retry-After`` header.
 """
@@ -78,12 +82,13 @@ from typing import Any, Mapping
 from litellm.integrations.custom_logger import CustomLogger
 
 from sjf_core.backend_probe import probe_gate, probe_stats
-from sjf_core.errors import AdmissionRejected
+from sjf_core.errors import AdmissionRejected, Superseded
 from sjf_core.scheduler import Scheduler, backend_key
 
 from .deployment import backend_slots, probe_target
 from .settings import AUTO, PluginSettings, load_settings
 from .startup import run_startup_checks
+from .tenancy import consume_intent, identity, superseded_error, tenant_status
 from .validate import rejected_reason
 
 log = logging.getLogger("litellm_sjf")
@@ -111,7 +116,7 @@ class _Call:
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
                  "ticket", "backend", "acquired_wall", "draining", "done", "released_at", "probe", "orphaned",
-                 "probe_task")
+                 "probe_task", "api_key", "team")
 
     def __init__(self, cid, psr_id, endpoint, prediction, meta_body, headers, stream):
         self.cid = cid
@@ -132,6 +137,8 @@ class _Call:
         self.probe = None  # ProbeTarget of the deployment it runs on
         self.orphaned = False  # a stream whose client left: the idle probe releases it
         self.probe_task = None
+        self.api_key = None
+        self.team = None
 
 
 def _call_type_name(call_type: Any) -> str:
@@ -274,7 +281,8 @@ class SJFHandler(CustomLogger):
             "scored", "unscored", "passthrough", "admitted", "rejected_429", "cancelled_queued",
             "released_success", "released_stream", "released_failure", "released_backup", "released_rerun",
             "released_probe", "drained", "drain_aborted", "drain_unavailable", "orphan_probes", "probe_failed",
-            "probe_unavailable", "rejected_early", "fail_open", "duplicate_call_ids"), 0)
+            "probe_unavailable", "rejected_early", "fail_open", "duplicate_call_ids",
+            "superseded_409"), 0)
         self._auto_slots: dict[str, asyncio.Future] = {}
         self._drain_warned: set[str] = set()
         self._status_server = None
@@ -319,7 +327,8 @@ class SJFHandler(CustomLogger):
                          backend_slots=fixed, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
                          overload=s.overload, backend_overload=s.backend_overload or None,
                          rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None,
-                         redis_url=s.redis_url, redis_options=s.redis or None)
+                         redis_url=s.redis_url, redis_options=s.redis or None,
+                         fairness=s.fairness_config(), defaults=s.intent_defaults())
 
     # ---- call records -------------------------------------------------------------------
     def _find(self, data: Any) -> _Call | None:
@@ -402,7 +411,8 @@ class SJFHandler(CustomLogger):
 
     # ---- hooks: admission ---------------------------------------------------------------
     async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
-        """Score the request and remember it; never waits, never modifies ``data``."""
+        """Score the request and remember it; never waits; removes only LiteLLM's
+        ``priority`` field from ``data`` (ours now)."""
         try:
             if self.settings.disabled:
                 return None
@@ -426,8 +436,10 @@ class SJFHandler(CustomLogger):
             self.counters["scored" if prediction is not None else "unscored"] += 1
             headers = psr.get("headers") if isinstance(psr, Mapping) else None
             meta_body = {k: data[k] for k in _META_KEYS if k in data}
+            consume_intent(data, meta_body)  # LiteLLM's `priority` is ours, never forwarded
             call = _Call(cid, psr_id, endpoint, prediction, meta_body,
                          dict(headers) if isinstance(headers, Mapping) else None, bool(data.get("stream")))
+            call.api_key, call.team = identity(user_api_key_dict)
             calls = self._calls.setdefault(cid, [])
             if calls:
                 self.counters["duplicate_call_ids"] += 1
@@ -469,7 +481,8 @@ class SJFHandler(CustomLogger):
                     t.release(None)  # re-run on another backend: hand the old slot back
                     self.counters["released_rerun"] += 1
             ticket = self.scheduler.ticket(backend, call.meta_body, call.endpoint, call.headers,
-                                           arrival=call.arrival, prediction=call.prediction)
+                                           arrival=call.arrival, prediction=call.prediction,
+                                           api_key=call.api_key, team=call.team)
             call.ticket = ticket
             call.backend = backend
         except AdmissionRejected as exc:
@@ -486,6 +499,10 @@ class SJFHandler(CustomLogger):
             raise
         except AdmissionRejected as exc:
             raise self._reject(exc, call)
+        except Superseded:
+            self.counters["superseded_409"] += 1
+            self._forget(call)
+            raise superseded_error() from None
         except Exception:
             self.counters["fail_open"] += 1
             _log_fault("litellm_sjf admission failed; request passes unscheduled")
@@ -794,11 +811,18 @@ class SJFHandler(CustomLogger):
                 tau = q.tau_s
                 backends[key] = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting,
                                  "tau_s": None if math.isinf(tau) else tau, "stats": stats}
+                try:
+                    tenants = tenant_status(q)
+                except Exception:
+                    tenants = None
+                if tenants is not None:
+                    backends[key]["tenants"] = tenants
         calls = [c for cs in list(self._calls.values()) for c in list(cs)]
         probes = {k: v for k, v in probe_stats().items() if k in backends}
         return {"backends": backends, "tracked_calls": len(calls), "draining": sum(1 for c in calls if c.draining),
                 "tokens_per_s": dict(self._rates), "counters": dict(self.counters), "probes": probes,
                 "settings": {"policy": self.settings.policy, "tau": str(self.settings.tau),
                              "promotion": self.settings.promotion, "slots": self.settings.slots,
+                             "fairness": self.settings.fairness,
                              "on_disconnect": self.settings.on_disconnect,
                              "probe_timeout_s": self.settings.probe_timeout_s}}

@@ -47,6 +47,17 @@ env var                    file key                         meaning (default)
 ``SJF_SCHEDULER_FACTORY``  ``scheduler_factory``            "module:callable" returning a ready
                                                             :class:`sjf_core.Scheduler` (overrides the above)
 ``SJF_DISABLED``           ``disabled``                     "1": pass every request through untouched
+``SJF_FAIRNESS``           ``fairness``                     fair shares across tenants: "key" (LiteLLM API key,
+                                                            hashed; default), "team", "user" (the OpenAI
+                                                            ``user`` field), "header:NAME", or "off"
+``SJF_DEFAULT_PRIORITY``   ``default_priority`` (also per   priority of a request that sends none (0); higher
+                           backend and per tenant)          bands are always served first
+``SJF_DEFAULT_DEADLINE_S`` ``default_deadline_s`` (also     deadline of a request that sends none (none)
+                           per backend and per tenant)
+(none)                     ``tenants: {NAME: {weight,       per tenant (NAME: the key, team, user or header
+                           default_priority,                value, or its hashed id): share weight (1) and
+                           default_deadline_s}}``           defaults
+(none)                     ``show_tenant_names``            report tenant names, not hashed ids (false)
 =========================  ===============================  ==================================================
 
 ``SJF_REDIS_URL`` (or the file key ``redis_url``) shares each backend's queue across proxy
@@ -110,6 +121,26 @@ class PluginSettings:
     disabled: bool = False
     redis_url: str | None = None
     redis: dict = field(default_factory=dict)
+    fairness: str = "key"
+    default_priority: int | None = None
+    default_deadline_s: float | None = None
+    backend_defaults: dict = field(default_factory=dict)
+    tenants: dict = field(default_factory=dict)
+    show_tenant_names: bool = False
+
+    def fairness_config(self):
+        """The :class:`sjf_core.tenants.Fairness` of these settings (raises ValueError)."""
+        from sjf_core.tenants import Fairness
+
+        weights = {name: t["weight"] for name, t in self.tenants.items() if t.get("weight") is not None}
+        return Fairness.parse(self.fairness, weights, self.show_tenant_names)
+
+    def intent_defaults(self):
+        """The :class:`sjf_core.tenants.IntentDefaults` of these settings (raises ValueError)."""
+        from sjf_core.tenants import IntentDefaults
+
+        tenants = {name: {k: v for k, v in t.items() if k != "weight"} for name, t in self.tenants.items()}
+        return IntentDefaults.parse(self.default_priority, self.default_deadline_s, self.backend_defaults, tenants)
 
     def validate(self) -> "PluginSettings":
         """Check values; raises ValueError naming the bad setting."""
@@ -121,6 +152,11 @@ class PluginSettings:
         for url, q in self.backend_queues.items():
             if not isinstance(q, str) or not q.strip():
                 raise ValueError(f"SJF queue of backend {url} must be a non-empty name, got {q!r}")
+        try:
+            self.fairness_config()
+            self.intent_defaults()
+        except ValueError as exc:
+            raise ValueError(f"SJF fairness / defaults: {exc}") from None
         for mode in [self.on_disconnect, *self.backend_on_disconnect.values()]:
             if mode not in DISCONNECT_MODES:
                 raise ValueError(f"SJF on_disconnect must be one of {DISCONNECT_MODES}, got {mode!r}")
@@ -255,7 +291,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
         data = _read_file(env["SJF_CONFIG"])
     known = {"policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s", "slots", "backends",
              "on_disconnect", "lease_ttl_s", "drain_max_s", "probe_timeout_s", "predictor", "status_port",
-             "scheduler_factory", "disabled", "overload", "rate_limit", "redis_url", "redis", *RETIRED}
+             "scheduler_factory", "disabled", "overload", "rate_limit", "redis_url", "redis", "fairness",
+             "default_priority", "default_deadline_s", "tenants", "show_tenant_names", *RETIRED}
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -274,6 +311,20 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     s.retired = [k for k in RETIRED if k in data]
     if "disabled" in data:
         s.disabled = _bool(data["disabled"])
+    if data.get("fairness") is not None:
+        s.fairness = "off" if data["fairness"] is False else str(data["fairness"])
+    if "show_tenant_names" in data:
+        s.show_tenant_names = _bool(data["show_tenant_names"])
+    s.default_priority = data.get("default_priority")
+    s.default_deadline_s = data.get("default_deadline_s")
+    tenants = data.get("tenants") or {}
+    if not isinstance(tenants, dict) or not all(isinstance(v, dict) for v in tenants.values()):
+        raise ValueError("SJF_CONFIG: 'tenants' must map NAME -> {weight, default_priority, default_deadline_s}")
+    for name, t in tenants.items():
+        extra = set(t) - {"weight", "default_priority", "default_deadline_s"}
+        if extra:
+            raise ValueError(f"SJF_CONFIG: tenant {name}: unknown keys {sorted(extra)}")
+    s.tenants = {str(k): dict(v) for k, v in tenants.items()}
     if data.get("redis_url"):
         s.redis_url = str(data["redis_url"])
     if data.get("redis") is not None:
@@ -312,7 +363,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
                 s.warnings.append(f"SJF_CONFIG: deployments of one backend ({_safe(key)}) set different {name} "
                                   f"({old!r} and {opts[name]!r}); using {value!r}")
             target[key] = value
-        extra = set(opts) - {"slots", "on_disconnect", "overload", "rate_limit", "queue"}
+        d = {k: opts[k] for k in ("default_priority", "default_deadline_s") if k in opts}
+        if d:
+            s.backend_defaults[key] = d
+        extra = set(opts) - {"slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority",
+                             "default_deadline_s"}
         if extra:
             raise ValueError(f"SJF_CONFIG: backend {url}: unknown keys {sorted(extra)}")
 
@@ -358,6 +413,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
             s.disabled = _bool(get("SJF_DISABLED"))
         if get("SJF_REDIS_URL"):
             s.redis_url = get("SJF_REDIS_URL").strip()
+        if get("SJF_FAIRNESS"):
+            s.fairness = get("SJF_FAIRNESS").strip()
+        if get("SJF_DEFAULT_PRIORITY"):
+            s.default_priority = get("SJF_DEFAULT_PRIORITY").strip()
+        if get("SJF_DEFAULT_DEADLINE_S"):
+            s.default_deadline_s = get("SJF_DEFAULT_DEADLINE_S").strip()
     except ValueError as exc:
         raise ValueError(f"bad SJF_* environment setting: {exc}") from None
     if isinstance(s.predictor, str) and s.predictor.lower() in ("none", "off", "fcfs"):

@@ -73,6 +73,9 @@ def wrap(
     retry_rejected: bool = False,
     on_close: str = "probe",
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    fairness: Any = None,
+    default_priority: Any = None,
+    default_deadline_s: Any = None,
 ):
     """Return ``client`` with SJF admission: same class, same API, same settings.
 
@@ -105,6 +108,18 @@ def wrap(
         probe_timeout_s: seconds an idle probe may take (> 0; default 600, the
             SDK's default read timeout); then the slot falls back to the queue's
             lease (``Scheduler(lease_ttl_s=...)``), or is released without one.
+        fairness: fair shares across tenants (:mod:`sjf_core.tenants`): "key"
+            (default: the client's API key, hashed), "user" (the request's ``user``
+            field), "header:NAME", or "off".
+        default_priority, default_deadline_s: priority band / deadline (s) of a
+            request that sends none (``x-sjf-priority``, ``metadata.sjf_priority``, the
+            body's ``priority``; ``x-sjf-deadline-s``). A bad value raises ValueError here;
+            a bad value in a request is ignored.
+
+    Supersede: a request with header ``x-sjf-supersede: KEY`` removes the queued request
+    with the same key (same backend and tenant); that one raises ``openai.ConflictError``
+    (HTTP 409) at once and never reaches the backend. Our ``x-sjf-*`` headers are
+    removed before a request is sent.
 
     Sharing: clients of the same ``base_url`` in one process share one queue;
     the first wrap of a base URL sets its options and later different options
@@ -135,11 +150,14 @@ def wrap(
             f"httpx2.AsyncClient, got {type(client).__name__} on {type(http).__name__}"
         )
     if scheduler is not None:
-        if any(v is not None for v in (slots, policy, tau, predictor)):
-            raise ValueError("pass either scheduler= or slots/policy/tau/predictor, not both")
+        if any(v is not None for v in (slots, policy, tau, predictor, fairness, default_priority,
+                                       default_deadline_s)):
+            raise ValueError("pass either scheduler= or slots/policy/tau/predictor/fairness/defaults, not both")
         sched = scheduler
     else:
-        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor)
+        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor,
+                              fairness=fairness, default_priority=default_priority,
+                              default_deadline_s=default_deadline_s)
     arrivals = ArrivalMemory()
 
     cls = SJFTransport.for_library(lib)

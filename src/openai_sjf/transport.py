@@ -42,6 +42,10 @@ instance of the per-library subclass that also inherits that library's
 ``AsyncBaseTransport`` (:mod:`openai_sjf.httplib`), and raises / builds that library's
 ``PoolTimeout`` and ``Response``.
 
+Supersede: a request superseded while queued (``x-sjf-supersede``, :mod:`sjf_core.meta`)
+gets a local HTTP 409 (the SDK raises ``openai.ConflictError``) at once; it is never sent.
+Our ``x-sjf-*`` headers (but the idle probe's mark) are removed before any request is sent.
+
 Fail-open (DESIGN.md invariant 5): an unreadable body is admitted unscored (the
 policy's neutral key, FCFS among equals); an internal fault of the scheduler
 sends the request straight through, counted in :attr:`SJFTransport.stats` and
@@ -57,8 +61,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sjf_core.errors import AdmissionRejected
-from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
+from sjf_core.errors import AdmissionRejected, Superseded
+from sjf_core.meta import HEADER_PREFIX
 
 from .arrivals import ArrivalMemory
 from .httplib import HTTPX, HttpLib, flavour, lib_of_transport
@@ -69,7 +73,6 @@ log = logging.getLogger("openai_sjf")
 
 #: (path suffix, endpoint name), checked in this order.
 ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
-_META_HEADERS = (PRIORITY_HEADER, DEADLINE_HEADER)
 #: Values of the ``on_close`` option (the first is the default).
 ON_CLOSE = ("probe", "release", "drain")
 #: Response header that marks a local admission rejection.
@@ -102,15 +105,35 @@ def queue_wait_limit(request: Any) -> float | None:
     return float(v) if v is not None else None
 
 
-def sjf_headers(headers: Any) -> dict[str, str] | None:
-    """Only the scheduling headers of :mod:`sjf_core.meta` (priority, deadline), or None."""
+def sjf_headers(headers: Any, extra: str | None = None) -> dict[str, str] | None:
+    """Only our scheduling headers (``x-sjf-*``, :mod:`sjf_core.meta`) and the header named
+    ``extra`` (fairness "header:NAME"), or None."""
     out = None
-    for name in _META_HEADERS:
-        v = headers.get(name)
-        if v is not None:
+    for name, v in headers.items():
+        low = name.lower()
+        if low.startswith(HEADER_PREFIX) or low == extra:
             out = out or {}
-            out[name] = v
+            out[low] = v
     return out
+
+
+#: our header that must reach the backend: the idle probe's mark (sjf_core.backend_probe)
+_KEEP_HEADERS = ("x-sjf-probe",)
+
+
+def strip_sjf_headers(request) -> None:
+    """Remove our scheduling headers (``x-sjf-*`` but the probe mark) before sending."""
+    for name in [k for k in request.headers if k.lower().startswith(HEADER_PREFIX)
+                 and k.lower() not in _KEEP_HEADERS]:
+        del request.headers[name]
+
+
+def api_key_of(request) -> str | None:
+    """The bearer token (or ``api-key`` header) of a request, for fairness "key"."""
+    auth = request.headers.get("authorization") or ""
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("api-key") or None
 
 
 @dataclass
@@ -123,6 +146,7 @@ class TransportStats:
     rejected: int = 0
     queue_timeouts: int = 0
     internal_errors: int = 0
+    superseded: int = 0  # answered 409: a newer request with the same supersede key
     orphans: int = 0  # slots handed to an idle probe (sjf_core.backend_probe)
     probes_ok: int = 0  # ... released when the probe returned
     probes_failed: int = 0  # ... left to the lease (or released) after a failed / timed-out probe
@@ -201,15 +225,20 @@ class SJFTransport:
     # ---- requests -----------------------------------------------------------------
     async def handle_async_request(self, request):
         endpoint = endpoint_of(request.url.path) if request.method == "POST" else None
+        fairness = getattr(self.scheduler, "fairness", None)
+        headers = sjf_headers(request.headers, getattr(fairness, "header", None))
+        strip_sjf_headers(request)  # ours: never sent on
         if endpoint is None:
             self.stats.passed_through += 1
             return await self.inner.handle_async_request(request)
         path = request.url.path
 
         try:
-            ticket = self._ticket(request, path, endpoint)
+            ticket = self._ticket(request, path, endpoint, headers)
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
         except Exception:
             self.stats.internal_errors += 1
             log.exception("openai_sjf: admission failed internally; sending the request without admission")
@@ -223,6 +252,8 @@ class SJFTransport:
             raise self.http.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
         except Exception:
             # acquire already left the queue (Ticket._abandon); fail open.
             self.stats.internal_errors += 1
@@ -286,18 +317,27 @@ class SJFTransport:
         except Exception:
             log.debug("openai_sjf: could not start the abandoned-stream sweeper", exc_info=True)
 
-    def _ticket(self, request, path: str, endpoint: str):
+    def _ticket(self, request, path: str, endpoint: str, headers: dict | None):
         def load():
             body: Any = None
             try:
                 body = json.loads(request.content)
             except Exception:  # not JSON, or a streaming body: unscored, FCFS order
                 self.stats.unparsable += 1
-            return body, sjf_headers(request.headers)
+            return body, headers
 
         # parsed and scored only when there is an order to decide (not at zero contention)
         return self.scheduler.lazy_ticket(backend_of(request.url, path, endpoint), load, endpoint,
-                                          self.arrivals.arrival(request))
+                                          self.arrivals.arrival(request), api_key=api_key_of(request))
+
+    def _superseded(self, request):
+        """HTTP 409 (``openai.ConflictError``, not retried) for a request superseded while queued."""
+        self.stats.superseded += 1
+        body = json.dumps({"error": {
+            "message": "superseded by a newer request with the same x-sjf-supersede key; never sent to the backend",
+            "type": "conflict", "code": "sjf_superseded"}}).encode()
+        return self.http.Response(409, headers={"content-type": "application/json", "x-should-retry": "false"},
+                                  content=body, request=request)
 
     def _rejected(self, request, exc: AdmissionRejected):
         self.stats.rejected += 1

@@ -416,7 +416,8 @@ class Emulator:
         "outcome" ("running", "held", "ok", "error", "dropped", "disconnected"),
         "keys" (the request body's top-level field names), "t_in" / "t_start" / "t_out"
         (monotonic seconds at which the request arrived / got a slot / its handler
-        returned), "probe" (an ``x-sjf-probe`` request), "stream", "api" ("chat",
+        returned), "probe" (an ``x-sjf-probe`` request), "sjf_headers" (names of the
+        ``x-sjf-*`` request headers it got), "stream", "api" ("chat",
         "completions", "responses", "ollama-chat", "ollama-generate")}``."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
@@ -567,7 +568,8 @@ class Emulator:
             self._seq += 1
             rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
                    "keys": sorted(body), "t_in": round(t_in, 4), "t_start": round(time.monotonic(), 4),
-                   "probe": probe, "stream": stream, "api": endpoint}
+                   "probe": probe, "stream": stream, "api": endpoint,
+                   "sjf_headers": sorted(k.lower() for k in request.headers if k.lower().startswith("x-sjf-"))}
             s.order.append(rec)
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)

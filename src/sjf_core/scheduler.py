@@ -67,6 +67,11 @@ class Scheduler:
         redis_options: options of the Redis store (``fail_mode``, ``redis_lease_ttl_s``,
             ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``); missing ones are
             read from ``$SJF_REDIS_*`` (see :func:`sjf_core.redis_queue.redis_config`).
+        fairness: fair shares across tenants (:class:`sjf_core.tenants.Fairness` or its
+            spec: "key" (default), "team", "user", "header:NAME", "off"); also in Redis
+            mode (tenant queues and service counts in Redis).
+        defaults: :class:`sjf_core.tenants.IntentDefaults` (default priority / deadline,
+            global, per backend, per tenant) or None.
     """
 
     def __init__(
@@ -86,6 +91,8 @@ class Scheduler:
         backend_rate_limits: Mapping[str, Any] | None = None,
         redis_url: Any = None,
         redis_options: Mapping[str, Any] | None = None,
+        fairness: Any = None,
+        defaults: Any = None,
     ):
         opts = dict(policy_options or {})
         if not isinstance(policy, Policy):
@@ -120,6 +127,10 @@ class Scheduler:
         from .hooks import install_plugins
 
         self.plugins = install_plugins(self, plugins)
+        from .tenants import Fairness, IntentDefaults
+
+        self.fairness = Fairness.parse(fairness)
+        self.defaults = defaults if isinstance(defaults, IntentDefaults) else IntentDefaults.parse(**(defaults or {}))
 
     # ---- predictor --------------------------------------------------------------------
     @property
@@ -212,6 +223,7 @@ class Scheduler:
                         listeners=self.listeners,
                         overload=self.backend_overload.get(key, self.overload),
                         rate_limit=self.backend_rate_limits.get(key, self.rate_limit),
+                        fairness=self.fairness,
                     )
                     self._queues[key] = q
         return q
@@ -229,6 +241,8 @@ class Scheduler:
         headers: Mapping[str, str] | None = None,
         arrival: float | None = None,
         prediction: Prediction | None = None,
+        api_key: Any = None,
+        team: Any = None,
     ) -> Ticket:
         """Make an admission ticket for one request. Never raises for a bad body.
 
@@ -239,10 +253,29 @@ class Scheduler:
             headers: request headers, for scheduling metadata (see :mod:`sjf_core.meta`).
             arrival: original arrival time (``time.monotonic()`` seconds) for retries.
             prediction: a prediction made earlier (skips scoring).
+            api_key, team: the caller's API key and team (for ``fairness`` "key" /
+                "team"; hashed, never stored as such).
         """
         if prediction is None:
             prediction = self.predict(body, endpoint)
-        return self.queue(backend).ticket(prediction, request_meta(body, headers), arrival)
+        return self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
+
+    def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
+             team: Any = None):
+        """The request's :class:`~sjf_core.policies.RequestMeta`: what it sent
+        (:func:`~sjf_core.meta.request_meta`), its tenant (``fairness``) and the
+        configured defaults for what it did not send. Never raises."""
+        import dataclasses
+
+        m = request_meta(body, headers)
+        try:
+            tenant = self.fairness.tenant(body, headers, api_key, team)
+            if tenant is not None:
+                m = dataclasses.replace(m, tenant=tenant)
+            return self.defaults.apply(m, backend_key(backend), tenant, self.fairness)
+        except Exception:
+            log.warning("tenant or defaults could not be applied; request keeps its own metadata")
+            return m
 
     def lazy_ticket(
         self,
@@ -250,6 +283,7 @@ class Scheduler:
         load: Callable[[], tuple[Any, Mapping[str, str] | None]],
         endpoint: str = "chat/completions",
         arrival: float | None = None,
+        api_key: Any = None,
     ) -> Ticket:
         """Like :meth:`ticket`, but the request is parsed and scored only when there is
         an order to decide (:meth:`AdmissionQueue.ticket` ``scorer``): a request granted
@@ -269,7 +303,7 @@ class Scheduler:
 
         def score():
             body, headers = load()
-            return self.predict(body, endpoint), request_meta(body, headers)
+            return self.predict(body, endpoint), self.meta(backend, body, headers, api_key)
 
         if isinstance(q, AdmissionQueue) and q.overload is None and q.rate_limit is None:
             return q.ticket(None, None, arrival, scorer=score)

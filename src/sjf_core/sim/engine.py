@@ -70,6 +70,7 @@ def simulate(
     warmup: int = 0,
     idle_s: float = 600.0,
     warmup_speedup: float = 1.0,
+    fairness=None,
 ) -> SimResult:
     """Run one simulation of ``wl`` under ``policy`` with ``slots`` servers.
 
@@ -88,6 +89,11 @@ def simulate(
         idle_s: the quiet period between warm-up and workload, seconds.
         warmup_speedup: the backend is this many times faster during the warm-up (a
             backend whose speed changed, e.g. another model loaded).
+        fairness: fair shares across tenants (a :class:`~sjf_core.tenants.Fairness` or
+            its spec, e.g. "user"; None / "off": none): the pending structure is then a
+            :class:`~sjf_core.fair_share.TenantPending` over ``policy.new_pending()``,
+            each job's tenant taken from ``metas[i].tenant`` — the same structure the
+            live queue uses.
 
     Returns:
         :class:`SimResult`.
@@ -97,7 +103,23 @@ def simulate(
     service = wl.service
     klass = wl.klass
     tokens = wl.tokens
-    pending = policy.new_pending()
+    from ..tenants import Fairness
+
+    fair = Fairness.parse(fairness if fairness is not None else "off")
+    if fair.enabled:
+        from ..fair_share import TenantPending
+
+        def sub(tau, svc):
+            p = policy.new_pending()
+            if tau is not None:
+                p.tau = tau
+            if svc is not None:
+                p.service = svc
+            return p
+
+        pending = TenantPending(sub, fair.weight)
+    else:
+        pending = policy.new_pending()
     if hasattr(pending, "slots"):
         pending.slots = slots
     control = None
