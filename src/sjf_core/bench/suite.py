@@ -60,7 +60,7 @@ from .stats import RequestRecord, compare, service_stats, summarize, to_jsonable
 SECTIONS = ("burst", "burst-wrapper", "poisson", "replay", "real", "overhead", "queue")
 
 BURST = dict(n_short=20, n_long=20, seeds=(0,), tokens_per_s=500.0, warmup=100, hold_s=3.0,
-             policies="fcfs,sjf,sjf-no-tau,sjf-fcfs-bound,oracle")
+             policies="fcfs,sjf,sjf-no-tau,sjf-fcfs-bound,oracle,oracle-guarded")
 BURST_WRAPPER = dict(n_short=25, n_long=25, seeds=(0,), tokens_per_s=500.0,
                      policies="fcfs,sjf,sjf-no-tau,sjf-paper,fair,oracle")
 POISSON = dict(rhos=(0.55, 0.74, 0.85), n={0.55: 300, 0.74: 800, 0.85: 300}, mix=(0.5, 0.25, 0.25), tokens_per_s=4000.0,
