@@ -52,6 +52,8 @@ class Entry:
             was granted a slot at once, with no order to decide; ``key``,
             ``klass`` and ``expected_tokens`` are then placeholders.
         payload: adapter- or simulator-owned object (a future, a simulated job).
+        evidence: the length memory's handle of this request (digests and numbers,
+            no text; :mod:`sjf_core.memory`), fed with the answer tokens at completion.
     """
 
     seq: int
@@ -64,6 +66,7 @@ class Entry:
     fallback: bool = False
     scored: bool = True
     payload: Any = None
+    evidence: Any = field(default=None, repr=False)
     # bookkeeping owned by the pending queue / admission queue
     removed: bool = field(default=False, repr=False)
     promoted: bool = field(default=False, repr=False)
