@@ -22,10 +22,12 @@ Blending (all in ``ln(1 + tokens)``, base ``x = ln(1 + E_base)``):
    ``μ1 = x``.
 2. **Neighbours** (:mod:`~sjf_core.memory.neighbours`): ``corr`` = similarity-weighted
    mean residual ``y − μ1`` of the nearest answered requests of the same deployment.
-   ``μ = μ1 + w · corr``, where ``w ∈ [0, 1]`` is *earned*: the ridge regression
-   coefficient of the realised residual on ``corr`` over past answers (prequential:
-   ``corr`` is computed before the truth is known), so ``w`` stays 0 until neighbours
-   have been seen to predict the key estimate's errors.
+   ``μ = μ1 + w · corr``, where ``w ∈ [0, 1]`` is *earned* twice: it is the ridge
+   regression coefficient of the realised residual on ``corr`` over past answers
+   (prequential: ``corr`` is computed before the answer is in the ring), and it is used
+   only while a gate is open: over the rolling window of answered requests, adding
+   ``w · corr`` ranked them better (paper Eq. 2) than the key estimate alone by at least
+   0.5 pp. A closed gate also skips the ring search at scoring (it then runs at completion).
 
 The returned prediction has ``expected_tokens = exp(μ) − 1`` and class probabilities
 from ``ln(1 + tokens) ~ N(μ − σ²/2, σ²)`` (σ² the predictive variance, at most σ0²).
@@ -61,6 +63,9 @@ _SQRT2 = math.sqrt(2.0)
 #: ridge weight of the neighbour coefficient (in units of Σ corr²)
 _LAMBDA_NN = 2.0
 _NN_SALT = b"nn"
+#: neighbour gate: re-checked every _GATE_EVERY answers, needs _GATE_MIN in the window and a
+#: ranking accuracy gain of at least _GATE_MARGIN
+_GATE_EVERY, _GATE_MIN, _GATE_MARGIN = 50, 300, 0.005
 _LIVE: "weakref.WeakSet[LengthMemory]" = weakref.WeakSet()
 
 
@@ -73,15 +78,16 @@ class Evidence:
     used (kind of evidence used: "key:<kind>", "neighbour", "both" or None), done.
     """
 
-    __slots__ = ("group", "gid", "digests", "kinds", "point", "x", "mu1", "corr", "n_nb", "mu", "used", "done",
-                 "__weakref__")
+    __slots__ = ("group", "gid", "digests", "kinds", "_features", "_point", "x", "mu1", "corr", "n_nb", "mu", "used", "done",
+                 "queried", "__weakref__")
 
-    def __init__(self, group, digests, kinds, point, x):
+    def __init__(self, group, digests, kinds, features, x):
         self.group = group
         self.gid = group_id(group)
         self.digests = digests
         self.kinds = kinds
-        self.point = point
+        self._features = features
+        self._point = None
         self.x = x
         self.mu1 = x
         self.corr = 0.0
@@ -89,6 +95,16 @@ class Evidence:
         self.mu = x
         self.used = None
         self.done = False
+        self.queried = False
+
+    @property
+    def point(self) -> np.ndarray:
+        """The request's point in the neighbour space (float32 [32]), computed on first use;
+        the feature vector is dropped then."""
+        if self._point is None:
+            f, self._features = self._features, None
+            self._point = embed(f) if f is not None else np.zeros(32, np.float32)
+        return self._point
 
 
 def handle_of(prediction: Any) -> Evidence | None:
@@ -102,7 +118,7 @@ def _attach(prediction: Prediction, ev: Evidence) -> Prediction:
 
 
 def _nn_digest(group: bytes) -> bytes:
-    return bytes(a ^ b for a, b in zip(group, _NN_SALT.ljust(16, b"\x00")))
+    return _NN_SALT + group[len(_NN_SALT):]
 
 
 class LengthMemory:
@@ -131,6 +147,9 @@ class LengthMemory:
         self.counters = {"scored": 0, "with_evidence": 0, "key_evidence": 0, "neighbour_evidence": 0,
                          "observed": 0, "no_answer_tokens": 0, "errors": 0}
         self.used_by_kind: dict[str, int] = {}
+        #: neighbour evidence is used only once it has been seen to rank better (see _update_gate)
+        self.nn_open = False
+        self.nn_gate: dict = {}
         self._lock = threading.Lock()
         if persist_path:
             self._load(persist_path)
@@ -145,8 +164,7 @@ class LengthMemory:
             return None
         e = float(base.expected_tokens)
         x = math.log1p(e) if e > 0 and math.isfinite(e) else 0.0
-        point = embed(features) if features is not None else np.zeros(32, np.float32)
-        return Evidence(keys.group, tuple(d for _, d in keys.keys), tuple(k for k, _ in keys.keys), point, x)
+        return Evidence(keys.group, tuple(d for _, d in keys.keys), tuple(k for k, _ in keys.keys), features, x)
 
     def score(self, body: Any, text: str | None, features: Any, base: Prediction,
               sigma0: float = 1.0, count: bool = True) -> Prediction:
@@ -186,11 +204,14 @@ class LengthMemory:
             if n > 0 and v < best_v:
                 best_m, best_v, best_kind = m, v, kind
         ev.mu1 = best_m
-        corr, n_nb = self.ring.query(ev.point, ev.gid)
-        ev.corr, ev.n_nb = corr, n_nb
         w = 0.0
-        if nn and n_nb:
-            w = min(1.0, max(0.0, nn[1] / (nn[2] + _LAMBDA_NN)))
+        if self.nn_open:  # neighbours have earned their place (see _update_gate)
+            corr, n_nb = self.ring.query(ev.point, ev.gid)
+            ev.corr, ev.n_nb, ev.queried = corr, n_nb, True
+            if nn and n_nb:
+                w = self._nn_weight(nn)
+        else:
+            corr, n_nb = 0.0, 0
         mu = best_m + w * corr
         ev.mu = mu
         used = []
@@ -243,6 +264,8 @@ class LengthMemory:
             inc = [1.0, z, d, z * z, z * d, d * d]
             items = [(dg, inc) for dg in ev.digests]
             r = y - ev.mu1
+            if not ev.queried and ev.point.any():  # prequential: the ring does not hold this answer yet
+                ev.corr, ev.n_nb = self.ring.query(ev.point, ev.gid)
             if ev.n_nb:
                 items.append((_nn_digest(ev.group), [1.0, r * ev.corr, ev.corr * ev.corr, r * r, 0.0, 0.0]))
             ring_entry = (ev.point, ev.gid, r) if ev.point.any() else None
@@ -253,9 +276,11 @@ class LengthMemory:
             if ring_entry is not None:
                 self.ring.add(*ring_entry)
             with self._lock:
-                self.window.append((ev.mu, ev.x, float(answer_tokens)))
+                self.window.append((ev.mu, ev.x, float(answer_tokens), ev.mu1, ev.corr))
                 self.counters["observed"] += 1
                 n_obs = self.counters["observed"]
+            if n_obs % _GATE_EVERY == 0:
+                self._update_gate(ev.group)
             if self.persist_path and self.save_every and n_obs % self.save_every == 0:
                 self._save_quietly()
             return True
@@ -263,6 +288,32 @@ class LengthMemory:
             self.counters["errors"] += 1
             log.exception("length memory: learning from an answer failed")
             return False
+
+    @staticmethod
+    def _nn_weight(nn) -> float:
+        """Ridge coefficient of the realised key-estimate residual on the neighbour correction, in [0, 1]."""
+        return min(1.0, max(0.0, nn[1] / (nn[2] + _LAMBDA_NN)))
+
+    def _update_gate(self, group: bytes) -> None:
+        """Open neighbour evidence when, over the rolling window, adding it would have ranked
+        the answered requests better (paper Eq. 2) than the key estimate alone, by at least
+        ``_GATE_MARGIN``; close it otherwise. Prequential: every correction in the window was
+        computed before its answer was known."""
+        from ..rank_metrics import ranking_accuracy
+
+        with self._lock:
+            rows = list(self.window)
+        if len(rows) < _GATE_MIN:
+            return
+        nn = self._get([_nn_digest(group)])[0]
+        w = self._nn_weight(nn) if nn else 0.0
+        a = np.asarray(rows, dtype=np.float64)
+        keys_only = ranking_accuracy(a[:, 3], a[:, 2])[0]
+        with_nn = ranking_accuracy(a[:, 3] + w * a[:, 4], a[:, 2])[0]
+        ok = w > 0 and not math.isnan(keys_only) and not math.isnan(with_nn) and with_nn - keys_only >= _GATE_MARGIN
+        self.nn_open = bool(ok)
+        self.nn_gate = {"open": self.nn_open, "weight": round(w, 4), "eq2_keys": round(keys_only, 4),
+                        "eq2_with_neighbours": round(with_nn, 4), "n": len(rows)}
 
     def flush(self, timeout_s: float | None = 10.0) -> bool:
         """Wait until shared evidence was written (Redis store); True at once for a local store."""
@@ -293,6 +344,7 @@ class LengthMemory:
                "ring": len(self.ring), "ring_capacity": self.ring.capacity,
                "bytes_per_key": BYTES_PER_KEY, "bytes_per_ring_entry": BYTES_PER_ENTRY,
                "counters": c, "key_kinds_used": kinds, "online_ranking_accuracy": self.online_accuracy(),
+               "neighbour_gate": dict(self.nn_gate) or {"open": self.nn_open},
                "persist": bool(self.persist_path)}
         if hasattr(self.store, "degraded"):
             out["redis_degraded"] = self.store.degraded

@@ -67,17 +67,22 @@ def simulate(
     metas: list[RequestMeta] | None = None,
     overload: OverloadConfig | None = None,
     record_order: bool = False,
+    on_complete=None,
 ) -> SimResult:
     """Run one simulation of ``wl`` under ``policy`` with ``slots`` servers.
 
     Args:
         wl: the jobs (arrival order).
-        predictions: one Prediction (or None = unscored) per job.
+        predictions: one Prediction (or None = unscored) per job, or a callable
+            ``predictions(i) -> Prediction | None`` called when job ``i`` arrives (an
+            online predictor, e.g. one with the length memory learning as it goes).
         policy: the policy; a fresh pending structure is made with ``policy.new_pending()``.
         slots: parallel slots (M/G/k), >= 1.
         metas: optional request metadata per job (priority, deadline, max_tokens).
         overload: optional overload limits (requests refused at arrival).
         record_order: keep the dispatch order (job indices) in ``SimResult.order``.
+        on_complete: optional ``on_complete(i)`` called when job ``i`` finishes (after
+            ``pending.observe``), e.g. to feed the answer to an online predictor.
 
     Returns:
         :class:`SimResult`.
@@ -104,6 +109,7 @@ def simulate(
     now = 0.0
     push, pop, observe = pending.push, pending.pop, pending.observe
     make_entry = policy.make_entry
+    predict = predictions if callable(predictions) else predictions.__getitem__
     inf = math.inf
     while i < n or done:
         t_arr = arrival[i] if i < n else inf
@@ -116,8 +122,10 @@ def simulate(
             if control is not None:
                 control.finished(e)
             observe(e, float(service[j]), int(klass[j]), float(tokens[j]))
+            if on_complete is not None:
+                on_complete(j)
         while i < n and arrival[i] <= now:
-            e = make_entry(i, float(arrival[i]), predictions[i], None if metas is None else metas[i])
+            e = make_entry(i, float(arrival[i]), predict(i), None if metas is None else metas[i])
             e.payload = i
             entries[i] = e
             if control is not None:
