@@ -170,3 +170,25 @@ async def test_bad_bodies_never_fail_and_leave_no_slot():
         t.release(10)
     assert s.queue("http://127.0.0.1:9/v1").in_flight == 0
     assert s.memory.counters["errors"] == 0
+
+
+async def test_prometheus_shows_evidence_and_online_accuracy():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from sjf_core.memory.prom import MemoryCollector
+
+    s = Scheduler(memory=LengthMemory(), plugins=False)
+    for i in range(6):
+        await answer(s, title(i), 12)
+    for i in range(6):
+        await answer(s, chat(i), 900)
+    s.predict(title(50))
+    reg = CollectorRegistry()
+    reg.register(MemoryCollector())
+    text = generate_latest(reg).decode()
+    assert 'sjf_memory_predictions_total{evidence="key"}' in text
+    assert "sjf_memory_answers_learned_total" in text
+    acc = reg.get_sample_value("sjf_memory_online_ranking_accuracy", {"predictor": "memory"})
+    # the live memories of this process: at least this one has learnt, so the value is a number
+    assert acc is not None
+    assert s.memory.online_accuracy()["n_short"] == 6 and s.memory.online_accuracy()["n_long"] == 6

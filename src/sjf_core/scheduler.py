@@ -133,6 +133,12 @@ class Scheduler:
             self.memory = memory
         if self.memory is not None:
             self.listeners.append(_MemoryListener(self))
+            import os
+
+            if os.environ.get("SJF_METRICS", "").strip().lower() not in ("off", "0", "false", "none"):
+                from .memory.prom import ensure_collector
+
+                ensure_collector()
         from .hooks import install_plugins
 
         self.plugins = install_plugins(self, plugins)
