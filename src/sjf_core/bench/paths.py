@@ -120,7 +120,7 @@ class ProxyPath:
         configuration) until :meth:`close`, so repeats do not pay the start-up again."""
         from .proxy import start_proxy
 
-        key = (spec.policy, str(spec.tau), json.dumps(spec.options, sort_keys=True), spec.predictor)
+        key = (spec.policy, str(spec.tau), json.dumps(spec.options, sort_keys=True), spec.predictor, spec.warmup)
         proxy = self._proxies.get(key)
         if proxy is None:
             env = {}

@@ -35,6 +35,9 @@ class PolicySpec:
         options: extra policy options (e.g. ``{"promotion": "strict"}``).
         predictor: "default" (the shipped model) or "oracle" (true lengths).
         litellm_priority: send our predicted class as LiteLLM's ``priority`` (no plugin).
+        warmup: before each scenario, answer its warm-up jobs one at a time through this
+            contender (so the plugin's length memory has learnt the apps: "warm" start);
+            other contenders start cold. Scenarios without warm-up jobs ignore it.
     """
 
     label: str
@@ -43,6 +46,7 @@ class PolicySpec:
     options: dict = field(default_factory=dict)
     predictor: str = "default"
     litellm_priority: bool = False
+    warmup: bool = False
 
     @property
     def plugin(self) -> bool:
@@ -70,6 +74,7 @@ BUILTIN: dict[str, PolicySpec] = {
         PolicySpec("sjf-paper", "sjf", tau="3x", options={"promotion": "strict"}),
         PolicySpec("fair", "fair"),
         PolicySpec("oracle", "sjf-tokens", tau="off", predictor="oracle"),
+        PolicySpec("sjf-warm", "sjf-tokens", warmup=True),
     )
 }
 

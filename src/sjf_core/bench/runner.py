@@ -32,11 +32,15 @@ class Scenario:
         name: e.g. "burst", "poisson-0.74", "replay-0.80".
         jobs: the jobs (same for every contender).
         settings: what produced it (for the report), e.g. ``{"rho": 0.74, "mix": [...]}``.
+        warmup: jobs answered one at a time, not measured, before the scenario by the
+            contenders with ``warmup`` set (e.g. other prompts of the same apps, so the
+            length memory starts warm); empty for most scenarios.
     """
 
     name: str
     jobs: list[Job]
     settings: dict = field(default_factory=dict)
+    warmup: list[Job] = field(default_factory=list)
 
 
 @dataclass
@@ -154,6 +158,9 @@ async def run_async(
                     await _warm_up(sender)
                     for sc in scenarios:
                         bar.set_postfix_str(f"{sc.name} · {spec.label}" + (f" · rep {rep + 1}" if repeat > 1 else ""))
+                        if spec.warmup:
+                            for wj in sc.warmup:  # answered in turn: the memory learns each answer
+                                await sender(wj, f"{spec.label} warm-up")
                         backend.reset()
                         t0 = time.monotonic()
                         recs = await drive(sc.jobs, sender, spec.label, bar)

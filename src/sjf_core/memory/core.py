@@ -25,9 +25,11 @@ Blending (all in ``ln(1 + tokens)``, base ``x = ln(1 + E_base)``):
    ``μ = μ1 + w · corr``, where ``w ∈ [0, 1]`` is *earned* twice: it is the ridge
    regression coefficient of the realised residual on ``corr`` over past answers
    (prequential: ``corr`` is computed before the answer is in the ring), and it is used
-   only while a gate is open: over the rolling window of answered requests, adding
-   ``w · corr`` ranked them better (paper Eq. 2) than the key estimate alone by at least
-   0.5 pp. A closed gate also skips the ring search at scoring (it then runs at completion).
+   only while a gate is open: over the rolling window of answered requests (at least 400,
+   with 30 Short and 30 Long), adding the correction each of them would have got (the
+   weight as it was before its answer: prequential) ranked them better (paper Eq. 2) than
+   the key estimate alone by at least 2 pp, and by at least 1 pp on the most recent half.
+   A closed gate also skips the ring search at scoring (it then runs at completion).
 
 The returned prediction has ``expected_tokens = exp(μ) − 1`` and class probabilities
 from ``ln(1 + tokens) ~ N(μ − σ²/2, σ²)`` (σ² the predictive variance, at most σ0²).
@@ -65,7 +67,7 @@ _LAMBDA_NN = 2.0
 _NN_SALT = b"nn"
 #: neighbour gate: re-checked every _GATE_EVERY answers, needs _GATE_MIN in the window and a
 #: ranking accuracy gain of at least _GATE_MARGIN
-_GATE_EVERY, _GATE_MIN, _GATE_MARGIN = 50, 300, 0.005
+_GATE_EVERY, _GATE_MIN, _GATE_MARGIN, _GATE_MIN_CLASS = 50, 400, 0.02, 30
 _LIVE: "weakref.WeakSet[LengthMemory]" = weakref.WeakSet()
 
 
@@ -266,6 +268,10 @@ class LengthMemory:
             r = y - ev.mu1
             if not ev.queried and ev.point.any():  # prequential: the ring does not hold this answer yet
                 ev.corr, ev.n_nb = self.ring.query(ev.point, ev.gid)
+            # the neighbour correction as it would have been applied now (weight before this answer)
+            local = getattr(self.store, "local", self.store)  # no Redis round trip at completion
+            nn = local.get_many([_nn_digest(ev.group)])[0] if ev.n_nb else None
+            applied = self._nn_weight(nn) * ev.corr if nn else 0.0
             if ev.n_nb:
                 items.append((_nn_digest(ev.group), [1.0, r * ev.corr, ev.corr * ev.corr, r * r, 0.0, 0.0]))
             ring_entry = (ev.point, ev.gid, r) if ev.point.any() else None
@@ -276,7 +282,7 @@ class LengthMemory:
             if ring_entry is not None:
                 self.ring.add(*ring_entry)
             with self._lock:
-                self.window.append((ev.mu, ev.x, float(answer_tokens), ev.mu1, ev.corr))
+                self.window.append((ev.mu, ev.x, float(answer_tokens), ev.mu1, applied))
                 self.counters["observed"] += 1
                 n_obs = self.counters["observed"]
             if n_obs % _GATE_EVERY == 0:
@@ -308,9 +314,13 @@ class LengthMemory:
         nn = self._get([_nn_digest(group)])[0]
         w = self._nn_weight(nn) if nn else 0.0
         a = np.asarray(rows, dtype=np.float64)
-        keys_only = ranking_accuracy(a[:, 3], a[:, 2])[0]
-        with_nn = ranking_accuracy(a[:, 3] + w * a[:, 4], a[:, 2])[0]
-        ok = w > 0 and not math.isnan(keys_only) and not math.isnan(with_nn) and with_nn - keys_only >= _GATE_MARGIN
+        keys_only, n_s, n_l = ranking_accuracy(a[:, 3], a[:, 2])
+        with_nn = ranking_accuracy(a[:, 3] + a[:, 4], a[:, 2])[0]
+        half = len(a) // 2  # the gain must also hold on the most recent half of the window
+        recent_gain = ranking_accuracy(a[half:, 3] + a[half:, 4], a[half:, 2])[0] - \
+            ranking_accuracy(a[half:, 3], a[half:, 2])[0]
+        ok = (w > 0 and min(n_s, n_l) >= _GATE_MIN_CLASS and not math.isnan(keys_only) and not math.isnan(with_nn)
+              and with_nn - keys_only >= _GATE_MARGIN and recent_gain >= _GATE_MARGIN / 2)
         self.nn_open = bool(ok)
         self.nn_gate = {"open": self.nn_open, "weight": round(w, 4), "eq2_keys": round(keys_only, 4),
                         "eq2_with_neighbours": round(with_nn, 4), "n": len(rows)}

@@ -159,3 +159,54 @@ def app_requests(prompts: Sequence[tuple[str, int]], n: int, mix: dict[str, floa
 def chat_body(prompt: str, model: str = "app-mix") -> dict:
     """A plain chat request body (one user message)."""
     return {"model": model, "messages": [{"role": "user", "content": prompt}]}
+
+
+def bench_app_burst(rows, n_task: int = 20, n_reply: int = 20, n_warm: int = 50, seed: int = 0,
+                    app: str = "title", max_chars: int = 4000):
+    """The ``sjf bench --scenario app-burst`` jobs: a burst of ``n_task`` short tasks of ``app``
+    over pasted held-out prompts and ``n_reply`` plain chat replies (held-out prompts with a
+    recorded answer of >= 200 tokens, served with that length), shuffled; and ``n_warm``
+    warm-up jobs (half tasks, half replies, interleaved) over *training-split* prompts.
+
+    Args:
+        rows: data rows with ``prompt`` and ``tokens`` (:class:`sjf_core.bench.workload.Row`).
+
+    Returns:
+        (burst jobs, warm-up jobs): lists of :class:`sjf_core.bench.workload.Job`; warm-up
+        jobs have negative ``idx``.
+
+    Raises:
+        ValueError: not enough prompts in a split.
+    """
+    from ..bench.workload import Job
+    from ..train_data import prompt_key, split_of
+
+    rng = np.random.default_rng(seed)
+    test, train = [], []
+    for r in rows:
+        if len(r.prompt) > max_chars or not r.prompt.strip():
+            continue
+        (test if split_of(prompt_key(r.prompt)) == "test" else train).append(r)
+    rng.shuffle(test)
+    rng.shuffle(train)
+    a = APPS[app]
+    replies = [r for r in test if r.tokens >= 200][:n_reply]
+    used = {r.prompt for r in replies}
+    pasted = [r for r in test if r.prompt not in used][:n_task]
+    if len(replies) < n_reply or len(pasted) < n_task:
+        raise ValueError(f"app-burst needs {n_reply} held-out replies of >= 200 tokens and {n_task} other "
+                         f"held-out prompts; the data has {len(replies)} and {len(pasted)}")
+    burst = [(a.user_message(r.prompt), a.tokens(0, rng)) for r in pasted] + [(r.prompt, r.tokens) for r in replies]
+    order = rng.permutation(len(burst))
+    jobs = [Job(idx=i, prompt=burst[k][0], tokens=int(burst[k][1])) for i, k in enumerate(order)]
+    w_reply = [r for r in train if r.tokens >= 200][: n_warm - n_warm // 2]
+    used = {r.prompt for r in w_reply}
+    w_task = [r for r in train if r.prompt not in used][: n_warm // 2]
+    warm = []
+    for i in range(max(len(w_task), len(w_reply))):
+        if i < len(w_task):
+            warm.append((a.user_message(w_task[i].prompt), a.tokens(0, rng)))
+        if i < len(w_reply):
+            warm.append((w_reply[i].prompt, w_reply[i].tokens))
+    warmup = [Job(idx=-1 - i, prompt=p, tokens=int(t)) for i, (p, t) in enumerate(warm)]
+    return jobs, warmup
