@@ -229,7 +229,7 @@ async def test_stats_reset_and_privacy(emulator_factory):
         (rec,) = st["order"]
         assert rec["t_out"] >= rec["t_in"]
         assert {k: v for k, v in rec.items() if k not in ("t_in", "t_out")} == {
-            "seq": 1, "hash": short_hash("short one"), "id": "req-7", "tokens": 20, "outcome": "ok",
+            "seq": 1, "hash": short_hash("short one"), "id": "req-7", "tokens": 20, "outcome": "ok", "probe": False,
             "keys": ["messages", "model"]}
         assert "short one" not in json.dumps(st)
         async with s.post(f"http://127.0.0.1:{emu.port}/emulator/reset") as r:

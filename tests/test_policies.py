@@ -47,7 +47,7 @@ def test_registry_and_unknown_name():
         make_policy("lifo")
     p = make_policy("sjf")
     assert make_policy(p) is p
-    assert p.promotion == DEFAULT_PROMOTION == "fcfs-bound"
+    assert p.promotion == DEFAULT_PROMOTION == "work-bound"
 
 
 def test_sjf_key_is_p_long_and_fcfs_key_is_constant():

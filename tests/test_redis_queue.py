@@ -73,7 +73,16 @@ SCENARIOS = [
     ("sjf", {"tau": 0.75, "promotion": "aging", "horizon": 2.0}),
     ("sjf-tokens", {"tau": 5.5, "promotion": "aging"}),
     ("sjf-tokens", {"tau": "off"}),
+    # the served-work rules (the default is "work-bound"); small slowdowns so that they act
+    ("sjf-tokens", {"tau": 5.5, "promotion": "work-bound", "slowdown": 1.0, "work_slack": 0.0}),
+    ("sjf", {"tau": 5.5, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
+    ("sjf", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.05}),
+    ("sjf-tokens", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.5}),
+    # an absolute wait bound beside each rule (ages are 0-3, 6-12 s: 8.5 s splits them)
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 8.5}),
+    ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 8.5}),
 ]
+
 
 
 def workload(seed: int, n: int = 14):
@@ -141,9 +150,70 @@ async def test_same_order_as_in_process_queue(stores, policy, opts):
         shared = stores(slots=1, policy=make_policy(policy, **opts))
         got = await dispatch_order(shared, work)
         assert got == expected, (policy, opts, seed)
+        if opts.get("promotion") == "work-bound" or "max_wait_s" in opts:
+            assert local.pending.promotions > 0, "the rule never acted: parity proves nothing"
+
         snap = await shared.snapshot()
         assert snap["in_flight"] == 0 and snap["waiting"] == 0
         assert snap["dispatched"] == len(work) + 1
+
+
+async def interleaved_order(queue, groups) -> list[int]:
+    """Serve one request at a time while new ones keep arriving: group g is enqueued while
+    the g-th request of the run holds the slot, so the served-work clock moves between
+    groups (a burst alone never exercises the served-work rules)."""
+    loop = asyncio.get_running_loop()
+    order: list[int] = []
+    gates: dict[int, asyncio.Event] = {}
+
+    async def job(i, t):
+        await t.acquire()
+        order.append(i)
+        await gates.setdefault(i, asyncio.Event()).wait()
+        if hasattr(t, "arelease"):
+            await t.arelease(300)
+        else:
+            t.release(300)
+
+    blocker = queue.ticket(pred(0.0))
+    await blocker.acquire()
+    tasks, n = [], 0
+    for g, group in enumerate(groups):
+        for p, meta in group:
+            t = queue.ticket(p, meta)
+            tasks.append(loop.create_task(job(n, t)))
+            n += 1
+            await wait_until(lambda: t.state == "queued" and (getattr(t, "rid", None) is not None or not hasattr(t, "rid")))
+        if g == 0:
+            if hasattr(blocker, "arelease"):
+                await blocker.arelease(300)
+            else:
+                blocker.release(300)
+        else:
+            gates.setdefault(order[-1], asyncio.Event()).set()  # the running one finishes
+        await wait_until(lambda: len(order) == g + 1)
+    while len(order) < n:
+        gates.setdefault(order[-1], asyncio.Event()).set()
+        k = len(order)
+        await wait_until(lambda: len(order) > k or len(order) == n)
+    gates.setdefault(order[-1], asyncio.Event()).set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    return order
+
+
+@pytest.mark.parametrize("policy,opts", [
+    ("sjf-tokens", {"tau": 60.0, "promotion": "work-aging", "slowdown": 0.5}),
+    ("sjf", {"tau": 60.0, "promotion": "work-aging", "slowdown": 0.2}),
+    ("sjf-tokens", {"tau": 60.0, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.0}),
+])
+async def test_served_work_rules_same_order_while_arrivals_interleave(stores, policy, opts):
+    rnd = random.Random(7)
+    groups = [[(pred(rnd.choice([0.05, 0.3, 0.6, 0.95])), RequestMeta()) for _ in range(3)] for _ in range(5)]
+    expected = await interleaved_order(AdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
+    unguarded = await interleaved_order(AdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
+    assert expected != unguarded, "the rule never changed the order: parity would prove nothing"
+    got = await interleaved_order(stores(slots=1, policy=make_policy(policy, **opts)), groups)
+    assert got == expected
 
 
 async def test_strict_tau_promotes_oldest_long(stores):

@@ -8,9 +8,13 @@ env var                    file key                         meaning (default)
 =========================  ===============================  ==================================================
 ``SJF_POLICY``             ``policy``                       "sjf-tokens" (expected tokens), "sjf" (P(Long)), "fair", "fcfs"
 ``SJF_TAU``                ``tau``                          "3x" (× mean Short service time), seconds, or "off"
-``SJF_PROMOTION``          ``promotion``                    τ promotion rule (core default), e.g. "aging",
-                                                            "strict", "one-in-k"
+``SJF_PROMOTION``          ``promotion``                    starvation guard (core default "work-bound"), e.g.
+                                                            "work-aging", "fcfs-bound", "strict", "one-in-k"
 ``SJF_K``                  ``k``                            the k of "one-in-k"
+``SJF_SLOWDOWN``           ``slowdown``                     "work-bound" / "work-aging": K, in multiples of a
+                                                            request's own expected work (core default 8)
+``SJF_WORK_SLACK``         ``work_slack``                   "work-bound": slack over the FCFS start (0.2)
+``SJF_MAX_WAIT_S``         ``max_wait_s``                   absolute wait bound in seconds (default: none)
 ``SJF_SLOTS``              ``slots``                        slots per backend (1: a serial backend)
 ``SJF_BACKEND_SLOTS``      ``backends: {URL: {slots: N}}``  per-backend slots: JSON ``{"URL": N}`` or ``URL=N,URL=N``
 ``SJF_ON_DISCONNECT``      ``on_disconnect`` (also per      "drain" (keep the slot until the backend is done with
@@ -67,6 +71,9 @@ class PluginSettings:
     tau: Any = "3x"
     promotion: str | None = None
     k: int | None = None
+    slowdown: float | None = None
+    work_slack: float | None = None
+    max_wait_s: float | None = None
     slots: int = 1
     backend_slots: dict = field(default_factory=dict)
     on_disconnect: str = "drain"
@@ -125,6 +132,9 @@ class PluginSettings:
             opts["promotion"] = self.promotion
         if self.k is not None:
             opts["k"] = int(self.k)
+        for name in ("slowdown", "work_slack", "max_wait_s"):
+            if getattr(self, name) is not None:
+                opts[name] = float(getattr(self, name))
         return opts
 
     def on_disconnect_for(self, backend: str) -> str:
@@ -192,7 +202,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     data: dict = {}
     if env.get("SJF_CONFIG"):
         data = _read_file(env["SJF_CONFIG"])
-    known = {"policy", "tau", "promotion", "k", "slots", "backends", "on_disconnect", "lease_ttl_s", "drain_max_s",
+    known = {"policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s", "slots", "backends", "on_disconnect", "lease_ttl_s", "drain_max_s",
              "orphan_hold_max_s", "orphan_grace_s", "predictor", "status_port", "scheduler_factory", "disabled", "overload",
              "rate_limit", "redis_url", "redis"}
     unknown = set(data) - known
@@ -205,7 +215,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     for key in ("k", "slots", "status_port"):
         if data.get(key) is not None:
             setattr(s, key, int(data[key]))
-    for key in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s", "orphan_grace_s"):
+    for key in ("lease_ttl_s", "drain_max_s", "orphan_hold_max_s", "orphan_grace_s", "slowdown", "work_slack",
+                "max_wait_s"):
         if data.get(key) is not None:
             setattr(s, key, float(data[key]))
     if "disabled" in data:
@@ -258,7 +269,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
         if get("SJF_ON_DISCONNECT"):
             s.on_disconnect = get("SJF_ON_DISCONNECT").strip().lower()
         for name, attr in (("SJF_LEASE_TTL_S", "lease_ttl_s"), ("SJF_DRAIN_MAX_S", "drain_max_s"),
-                           ("SJF_ORPHAN_HOLD_MAX_S", "orphan_hold_max_s"), ("SJF_ORPHAN_GRACE_S", "orphan_grace_s")):
+                           ("SJF_ORPHAN_HOLD_MAX_S", "orphan_hold_max_s"), ("SJF_ORPHAN_GRACE_S", "orphan_grace_s"),
+                           ("SJF_SLOWDOWN", "slowdown"), ("SJF_WORK_SLACK", "work_slack"),
+                           ("SJF_MAX_WAIT_S", "max_wait_s")):
             if get(name):
                 setattr(s, attr, float(get(name)))
         if get("SJF_OVERLOAD"):

@@ -65,6 +65,7 @@ log = logging.getLogger("sjf_core.emulator")
 
 FAULT_HEADER = "x-emulator-fault"
 REQUEST_ID_HEADER = "x-emulator-request-id"
+PROBE_HEADER = "x-sjf-probe"  # sjf_core.backend_probe marks its idle probes with it
 FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold")
 DISCONNECT_MODES = ("stop", "continue")
 _WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do")
@@ -494,7 +495,7 @@ class Emulator:
             s.max_generating = max(s.max_generating, s.generating)
             self._seq += 1
             rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
-                   "keys": sorted(body), "t_in": round(t_in, 4)}
+                   "keys": sorted(body), "t_in": round(t_in, 4), "probe": PROBE_HEADER in request.headers}
             s.order.append(rec)
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)

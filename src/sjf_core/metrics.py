@@ -25,6 +25,9 @@ name                                        type       labels
 ``sjf_fail_open_total``                     counter    backend, reason (FCFS fallback)
 ``sjf_lease_expirations_total``             counter    backend (slot force-released by the lease)
 ``sjf_predictor_errors_total``              counter    (none)
+``sjf_backend_probes_total``                counter    backend, outcome (``sent``, ``ok``, ``timeout``,
+                                                       ``error``, ``shared``): idle probes,
+                                                       :mod:`sjf_core.backend_probe`
 ``sjf_queue_wait_seconds``                  histogram  backend, predicted_class: submit → dispatch
 ``sjf_queue_wait_by_true_class_seconds``    histogram  backend, true_class: same wait, observed at
                                                        completion when the answer length is known
@@ -75,7 +78,7 @@ log = logging.getLogger("sjf_core.metrics")
 
 __all__ = [
     "PrometheusMetrics", "backend_label", "start_metrics_server", "install_default_metrics", "METRICS_ENV",
-    "QUEUE_WAIT_BUCKETS_S", "PREDICTOR_LATENCY_BUCKETS_S", "METRICS_PORT_ENV", "METRICS_ADDR_ENV",
+    "QUEUE_WAIT_BUCKETS_S", "count_probe", "PREDICTOR_LATENCY_BUCKETS_S", "METRICS_PORT_ENV", "METRICS_ADDR_ENV",
 ]
 
 #: Environment variable turning the default metrics listener off ("off", "0", "false", "none").
@@ -165,6 +168,8 @@ class _Families:
                                  ["backend", "reason"], registry=r)
         self.lease_expirations = Counter("sjf_lease_expirations", "Slots force-released by the lease time-to-live.",
                                          ["backend"], registry=r)
+        self.probes = Counter("sjf_backend_probes", "Idle probes of a backend (our own 1-token requests) by outcome.",
+                              ["backend", "outcome"], registry=r)
         self.predictor_errors = Counter("sjf_predictor_errors", "Predictor calls that raised (request served FCFS).",
                                         registry=r)
         self.queue_wait = Histogram("sjf_queue_wait_seconds", "Queue wait (submit to dispatch) by predicted class, seconds.",
@@ -338,6 +343,22 @@ _server_lock = threading.Lock()
 _server_started = False
 
 
+def metrics_enabled() -> bool:
+    """False when ``$SJF_METRICS`` is off (``off``, ``0``, ``false``, ``no``, ``none``)."""
+    return os.environ.get(METRICS_ENV, "on").strip().lower() not in ("off", "0", "false", "no", "none")
+
+
+def count_probe(backend: Any, outcome: str, registry: CollectorRegistry | None = None) -> None:
+    """Count one idle-probe event (``sjf_backend_probes_total``) on ``registry`` (default
+    ``REGISTRY``), unless ``$SJF_METRICS`` is off. Never raises."""
+    try:
+        if registry is None and not metrics_enabled():
+            return
+        _families_for(registry or REGISTRY).probes.labels(backend_label(backend), _reason_label(outcome)).inc()
+    except Exception:  # metrics must never break a release
+        log.debug("probe metric not recorded", exc_info=True)
+
+
 def install_default_metrics(listeners: list) -> PrometheusMetrics | None:
     """Append a :class:`PrometheusMetrics` on the default registry to ``listeners``.
 
@@ -348,7 +369,7 @@ def install_default_metrics(listeners: list) -> PrometheusMetrics | None:
     Returns:
         The listener added, or None.
     """
-    if os.environ.get(METRICS_ENV, "on").strip().lower() in ("off", "0", "false", "no", "none"):
+    if not metrics_enabled():
         return None
     if any(isinstance(x, PrometheusMetrics) for x in listeners):
         return None

@@ -15,8 +15,10 @@ Dispatch order at each :meth:`pop` (every structure here):
 1. **Due waiters, earliest due time first (EDF).** A waiter is due at its latest
    start time when it has a deadline (request metadata ``sjf_deadline_s``):
    deadline minus its expected service time
-   (:class:`~sjf_core.service.ServiceStats`); and, with ``promotion="fcfs-bound"``,
-   at its FCFS bound (:meth:`HeapPending._fcfs_bound`), whichever is earlier.
+   (:class:`~sjf_core.service.ServiceStats`); with ``max_wait_s``, once it has waited
+   that long; with ``promotion="fcfs-bound"``, at its FCFS bound
+   (:meth:`HeapPending._fcfs_bound`); with ``promotion="work-bound"`` (the default),
+   once the served-work clock reaches its due point (:meth:`HeapPending._work_bound`).
    Deadlines are opt-in, trusted metadata; they are the one documented
    exception to the τ bound of "strict".
 2. **τ promotion** ("strict", "one-in-k", "aged-sjf"): waiters older than τ
@@ -35,8 +37,25 @@ from .entry import LONG, MEDIUM, SHORT, Entry
 from .service import ServiceStats
 from .tau import TauEstimator
 
-#: Promotion rules for waiters older than τ (see :class:`HeapPending`).
-PROMOTIONS = ("strict", "one-in-k", "aging", "aged-sjf", "fcfs-bound")
+#: Promotion rules of the starvation guard (see :class:`HeapPending`).
+PROMOTIONS = ("strict", "one-in-k", "aging", "aged-sjf", "fcfs-bound", "work-aging", "work-bound")
+
+#: Defaults of "work-bound" (chosen with ``sjf simulate --scenario guard``,
+#: docs/scheduling.md): a waiter is due once the backend has served, since it arrived,
+#: ``slowdown`` × its own expected work or ``(1 + work_slack)`` × the work that waited
+#: ahead of it (its FCFS start, in served tokens), whichever is more.
+DEFAULT_SLOWDOWN = 8.0
+DEFAULT_WORK_SLACK = 0.2
+
+#: Answer tokens charged per request on top of its expected answer ("work-aging"): the
+#: prompt processing and round trip every request costs, so that served work advances
+#: even for requests expected to answer (almost) nothing.
+REQUEST_OVERHEAD_TOKENS = 16.0
+
+#: Expected answer tokens per key unit of a token-keyed policy ("work-aging" converts
+#: served tokens into key units with ``key_span / TOKEN_KEY_SPAN``); the span of
+#: ``sjf-tokens`` keys between a typical Short and a typical Long.
+TOKEN_KEY_SPAN = 1040.0
 
 #: Defaults of "fcfs-bound" (chosen with ``sjf simulate --scenario variants``): a
 #: waiter is promoted once it has waited longer than τ, than ``(1 + slack)`` × the
@@ -96,6 +115,13 @@ class AgeIndex:
         self._heap.clear()
 
 
+def work_tokens(entry: Entry) -> float:
+    """Work of one dispatched request for "work-aging", in answer tokens: its expected
+    answer tokens (>= 0; 0 when unscored) plus :data:`REQUEST_OVERHEAD_TOKENS`."""
+    t = entry.expected_tokens
+    return (t if t > 0 and math.isfinite(t) else 0.0) + REQUEST_OVERHEAD_TOKENS
+
+
 class _PendingBase:
     """Shared machinery: size, lazy deletion, deadlines, τ promotion, aging keys.
 
@@ -116,6 +142,9 @@ class _PendingBase:
         floor: float = DEFAULT_FCFS_FLOOR,
         slots: int = 1,
         service: ServiceStats | None = None,
+        slowdown: float = DEFAULT_SLOWDOWN,
+        work_slack: float = DEFAULT_WORK_SLACK,
+        max_wait_s: float | None = None,
     ):
         if promotion not in PROMOTIONS:
             raise ValueError(f"promotion must be one of {PROMOTIONS}, got {promotion!r}")
@@ -131,6 +160,12 @@ class _PendingBase:
             raise ValueError("floor must be a finite number >= 0")
         if int(slots) < 1:
             raise ValueError("slots must be >= 1")
+        if not (slowdown > 0) or math.isinf(slowdown):
+            raise ValueError("slowdown must be a positive finite number")
+        if not (work_slack >= 0) or math.isinf(work_slack):
+            raise ValueError("work_slack must be a finite number >= 0")
+        if max_wait_s is not None and not (max_wait_s > 0):
+            raise ValueError("max_wait_s must be a positive number of seconds or None")
         self.tau = tau or TauEstimator()
         self.promotion = promotion
         self.k = 1 if promotion == "strict" else int(k)
@@ -138,6 +173,17 @@ class _PendingBase:
         self.horizon = float(horizon)
         self.slack = float(slack)
         self.floor = float(floor)
+        self.slowdown = float(slowdown)
+        self.work_slack = float(work_slack)
+        self.max_wait_s = None if max_wait_s is None or math.isinf(max_wait_s) else float(max_wait_s)
+        #: "work-aging": answer tokens (+ per-request overhead) of every request this
+        #: structure dispatched, the virtual clock that waiters age on (never decreases;
+        #: does not move while the backend is idle, whatever its speed)
+        self.served_work = 0.0
+        self._work_scale = self.key_span / TOKEN_KEY_SPAN / self.slowdown
+        # "work-bound": due points on the served-work clock, and the work now waiting
+        self._work_bounds: list[tuple[float, int, Entry]] = []
+        self._waiting_tokens = 0.0
         self.mean_backlog_s = 0.0  # EWMA of the backlog seen by arrivals ("fcfs-bound")
         #: slots of the queue this structure serves (the admission queue sets it);
         #: used by "fcfs-bound" to run its virtual FCFS schedule
@@ -172,16 +218,23 @@ class _PendingBase:
             self._maybe_reanchor(entry.arrival)
         entry.removed = False
         entry.promoted = False
+        entry.served_at_arrival = self.served_work
+        entry.work_tokens = work_tokens(entry)
         self._push_main(entry)
         if self.promotion in ("strict", "one-in-k", "aged-sjf"):
             self._ages.push(entry)
         if entry.deadline is not None and math.isfinite(entry.deadline):
             latest = entry.deadline - self.service.expected_s(entry.klass, entry.expected_tokens)
             heapq.heappush(self._deadlines, (latest, entry.seq, entry))
+        bound = self._fcfs_bound(entry) if self.promotion == "fcfs-bound" else math.inf
+        if self.max_wait_s is not None:
+            bound = min(bound, entry.arrival + self.max_wait_s)
+        if bound < math.inf:
+            heapq.heappush(self._bounds, (bound, entry.seq, entry))
+        if self.promotion == "work-bound" and not math.isinf(self.tau.tau_s):
+            heapq.heappush(self._work_bounds, (self._work_bound(entry), entry.seq, entry))
+        self._waiting_tokens += entry.work_tokens
         if self.promotion == "fcfs-bound":
-            bound = self._fcfs_bound(entry)
-            if bound < math.inf:
-                heapq.heappush(self._bounds, (bound, entry.seq, entry))
             work = self.service.expected_s(entry.klass, entry.expected_tokens)
             self._work[id(entry)] = work
             self._waiting_work += work
@@ -193,6 +246,7 @@ class _PendingBase:
             return False
         entry.removed = True
         self._size -= 1
+        self._waiting_tokens -= entry.work_tokens
         self._left(entry)
         if self._work:
             self._left_work(entry, None)
@@ -217,6 +271,8 @@ class _PendingBase:
                 self._clear()
                 return None
         chosen.removed = True
+        self.served_work += chosen.work_tokens
+        self._waiting_tokens -= chosen.work_tokens
         self._size -= 1
         self._left(chosen)
         if self._work:
@@ -249,6 +305,15 @@ class _PendingBase:
     def order_key(self, entry: Entry) -> tuple:
         """Heap key of ``entry`` in the policy order (lower is sooner).
 
+        With ``promotion="work-aging"`` and τ not off: ``(-priority, key + scale × W,
+        seq)`` where W is :attr:`served_work` when the entry arrived (answer tokens the
+        backend had been given before it) and ``scale = key_span / (TOKEN_KEY_SPAN ×
+        slowdown)`` converts tokens into key units: a waiter of expected length s is
+        overtaken only by requests that arrive before the backend has served
+        ``slowdown × s`` more tokens (for ``sjf-tokens`` keys exactly; in proportion
+        for others). Simultaneous arrivals (a burst) keep pure policy order, however long
+        the queue was idle before and however fast the backend is.
+
         Without aging: ``(-priority, key, seq)`` (:meth:`Entry.sort_key`). With
         ``promotion="aging"`` and finite τ: ``(key + key_span × (age_credit -
         priority), seq)`` where the age credit is ``arrival / (horizon × τ)``: a
@@ -258,6 +323,8 @@ class _PendingBase:
         it (bounded starvation), while simultaneous arrivals (a burst) keep pure
         policy order. One priority step is worth ``horizon × τ`` of waiting.
         """
+        if self.promotion == "work-aging" and not math.isinf(self.tau.tau_s):
+            return (-entry.priority, entry.key + self._work_scale * entry.served_at_arrival, entry.seq)
         if self.promotion != "aging" or math.isinf(self._aging_s):
             return entry.sort_key()
         credit = (entry.arrival - self._origin) / self._aging_s - entry.priority
@@ -317,6 +384,14 @@ class _PendingBase:
         self.mean_backlog_s += 0.02 * (u - self.mean_backlog_s)
         return entry.arrival + max(tau_s, (1.0 + self.slack) * u)
 
+    def _work_bound(self, entry: Entry) -> float:
+        """Due point of ``entry`` under "work-bound", on the served-work clock (tokens):
+        ``W + max(slowdown × w, (1 + work_slack) × A)`` where W is :attr:`served_work`
+        at its arrival, w its own work (:func:`work_tokens`) and A the work waiting
+        ahead of it (FCFS would start it once A more tokens had been served)."""
+        ahead = max(0.0, self._waiting_tokens)
+        return entry.served_at_arrival + max(self.slowdown * entry.work_tokens, (1.0 + self.work_slack) * ahead)
+
     def _left_work(self, entry: Entry, dispatched_at: float | None) -> None:
         work = self._work.pop(id(entry), None)
         if work is None:
@@ -340,10 +415,18 @@ class _PendingBase:
             e.promoted = True
             self.promotions += 1
             return e
+        w = self._work_bounds
+        while w and w[0][2].removed:
+            heapq.heappop(w)
+        if w and w[0][0] <= self.served_work:
+            e = heapq.heappop(w)[2]
+            e.promoted = True
+            self.promotions += 1
+            return e
         return None
 
     def _promote(self, now: float) -> Entry | None:
-        if self.promotion in ("aging", "fcfs-bound"):
+        if self.promotion in ("aging", "fcfs-bound", "work-aging", "work-bound"):
             return None
         if self.promotion == "aged-sjf":
             return self._promote_aged_sjf(now)
@@ -378,6 +461,8 @@ class _PendingBase:
         self._ages.clear()
         self._deadlines.clear()
         self._bounds.clear()
+        self._work_bounds.clear()
+        self._waiting_tokens = 0.0
         self._aged.clear()
 
     # ---- subclass hooks ----------------------------------------------------------------
@@ -419,8 +504,17 @@ class HeapPending(_PendingBase):
               have promoted, see ``sjf simulate --scenario table10``). Not a
               starvation bound: a waiter past τ can be overtaken by every shorter
               one that passes τ after it.
-            * ``"fcfs-bound"`` (the default of :class:`~sjf_core.policies.Policy`):
-              a waiter becomes due once it has waited longer than τ, than
+            * ``"work-bound"`` (the default of :class:`~sjf_core.policies.Policy`):
+              a waiter is due once the backend has served, since it arrived,
+              ``slowdown`` × its own expected work or ``(1 + work_slack)`` × the
+              work waiting ahead of it, whichever is more (:meth:`_work_bound`,
+              on :attr:`served_work`, in tokens); due waiters go first, earliest
+              due point first. Measured in served tokens, so neither an idle
+              period nor a change of backend speed changes the rule: a burst
+              is pure policy order (docs/scheduling.md).
+            * ``"work-aging"``: no threshold; the key is credited with the
+              served work at arrival (see :meth:`order_key`).
+            * ``"fcfs-bound"`` (the previous default): a waiter becomes due once it has waited longer than τ, than
               ``(1 + slack)`` × the wait FCFS would have given it (the backlog at
               its arrival, from observed per-class service times) and than
               ``floor`` × the current mean FCFS wait; due waiters go first,
@@ -435,6 +529,10 @@ class HeapPending(_PendingBase):
               ``horizon × τ × Δkey/key_span`` seconds after it.
         k: the k of ``"one-in-k"`` (>= 1; k = 1 is ``"strict"``).
         slack, floor: ``"fcfs-bound"`` parameters (>= 0).
+        slowdown, work_slack: ``"work-bound"`` / ``"work-aging"`` parameters
+            (slowdown > 0, work_slack >= 0).
+        max_wait_s: with any rule, a waiter that has waited this many seconds is
+            due (an absolute bound; None: none).
         slots: slots of the queue (for the backlog of ``"fcfs-bound"``).
         key_span: key distance between a typical Short and a typical Long (1.0 for
             P(Long) keys, ~1040 for token keys); used by ``"aging"``.
@@ -442,7 +540,8 @@ class HeapPending(_PendingBase):
         service: shared service statistics (a fresh one by default).
 
     Raises:
-        ValueError: unknown promotion, k < 1, key_span or horizon not positive.
+        ValueError: unknown promotion, k < 1, key_span, horizon or slowdown not
+            positive, slack or work_slack negative, max_wait_s not positive.
     """
 
     def __init__(self, tau: TauEstimator | None = None, promotion: str = "strict", k: int = 2, **kw):

@@ -18,7 +18,9 @@ Policies (``make_policy(name, **options)``):
   be the real length: simulator and benchmarks with a trace only); τ off.
 
 Options common to all: ``tau`` ("3x" × measured mean Short service time, seconds,
-or "off"), ``promotion`` ("fcfs-bound" default, "strict" = the paper's rule, "one-in-k", "aging", "aged-sjf"),
+or "off": no guard), ``promotion`` ("work-bound" default, "work-aging", "fcfs-bound", "strict" = the
+paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the served-work rules),
+``max_wait_s`` (an absolute wait bound, any rule),
 ``k`` (one-in-k), ``horizon`` (aging horizon in multiples of τ).
 
 Request metadata (:mod:`sjf_core.meta`) acts on every policy the same way:
@@ -39,13 +41,13 @@ import math
 from dataclasses import dataclass
 
 from .entry import LONG, MEDIUM, SHORT, Entry
-from .pending import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DRRPending, HeapPending,
-                      PendingQueue)
+from .pending import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DEFAULT_SLOWDOWN,
+                      DEFAULT_WORK_SLACK, DRRPending, HeapPending, PendingQueue)
 from .prediction import TYPICAL_TOKENS, Prediction
 from .tau import TauConfig, TauEstimator
 
 #: Default promotion rule for waiters past τ (chosen with ``sjf simulate --scenario variants``).
-DEFAULT_PROMOTION = "fcfs-bound"
+DEFAULT_PROMOTION = "work-bound"
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,17 @@ class Policy:
 
     Args:
         tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off".
-        promotion: promotion rule of the pending structure: "aging" (default),
-            "strict" (paper §3.4, DESIGN.md invariant 4) or "one-in-k"
-            (see :class:`~sjf_core.pending.HeapPending`).
+        promotion: the starvation guard of the pending structure: "work-bound"
+            (default), "work-aging", "fcfs-bound", "strict" (paper §3.4, DESIGN.md
+            invariant 4), "one-in-k", "aging", "aged-sjf" (see
+            :class:`~sjf_core.pending.HeapPending`, docs/scheduling.md).
         k: the k of the "one-in-k" promotion rule.
         initial_short_service_s: seed of the mean Short service time (seconds).
         horizon: "aging" horizon in multiples of τ (a Long that has waited
             ``horizon × τ`` ties with a fresh Short).
+        slack, floor: "fcfs-bound" parameters.
+        slowdown, work_slack: "work-bound" / "work-aging" parameters (> 0, >= 0).
+        max_wait_s: absolute wait bound in seconds (any rule), or None.
 
     Raises:
         ValueError: bad τ, promotion, k or horizon.
@@ -87,13 +93,18 @@ class Policy:
 
     def __init__(self, tau="3x", promotion: str = DEFAULT_PROMOTION, k: int = 2,
                  initial_short_service_s: float = 2.0, horizon: float = DEFAULT_AGING_HORIZON,
-                 slack: float = DEFAULT_FCFS_SLACK, floor: float = DEFAULT_FCFS_FLOOR):
+                 slack: float = DEFAULT_FCFS_SLACK, floor: float = DEFAULT_FCFS_FLOOR,
+                 slowdown: float = DEFAULT_SLOWDOWN, work_slack: float = DEFAULT_WORK_SLACK,
+                 max_wait_s: float | None = None):
         self.tau_config = TauConfig.parse(tau, initial_short_service_s)
         self.promotion = promotion
         self.k = k
         self.horizon = float(horizon)
         self.slack = float(slack)
         self.floor = float(floor)
+        self.slowdown = float(slowdown)
+        self.work_slack = float(work_slack)
+        self.max_wait_s = None if max_wait_s is None else float(max_wait_s)
         self.new_pending()  # validate the options now
 
     # Neutral key for requests that could not be scored (fail-open, invariant 5).
@@ -107,7 +118,8 @@ class Policy:
     def new_pending(self) -> PendingQueue:
         """A fresh pending structure (with its own τ estimate) for one backend queue."""
         return HeapPending(TauEstimator(self.tau_config), self.promotion, self.k,
-                           key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor)
+                           key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
+                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s)
 
     def make_entry(self, seq: int, arrival: float, prediction: Prediction | None,
                    meta: RequestMeta | None = None) -> Entry:
@@ -215,7 +227,8 @@ class FairPolicy(SJFPolicy):
 
     def new_pending(self) -> PendingQueue:
         return DRRPending(TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
-                          key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor)
+                          key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
+                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s)
 
 
 class OraclePolicy(Policy):

@@ -30,8 +30,9 @@ one backend lives in one Redis Cluster slot):
 * τ: the mean Short service time (EWMA, as :class:`~sjf_core.tau.TauEstimator`) lives in
   Redis and is measured on Redis server time, so clock skew between hosts does not matter.
   The dispatch rule mirrors :class:`~sjf_core.pending.HeapPending`: due deadlines (latest
-  start time, EDF), then the promotion rule ("fcfs-bound", "aging", "strict" or
-  "one-in-k", their state kept in Redis), then priority, key, arrival. The service
+  start time, EDF), then the promotion rule (any of :data:`SUPPORTED_PROMOTIONS`: every
+  rule of :class:`~sjf_core.pending.HeapPending` but "aged-sjf"; their state, e.g. the
+  served-work clock of "work-bound", kept in Redis), then priority, key, arrival. The service
   statistics behind expected service times (deadlines, FCFS bounds; as
   :class:`~sjf_core.service.ServiceStats`) are kept in Redis too, fed by every process.
 
@@ -72,16 +73,16 @@ from typing import Any, Callable
 from .admission import AdmissionQueue, QueueEvents, QueueStats, Ticket
 from .entry import class_of_tokens
 from .errors import AdmissionRejected
-from .pending import HeapPending
+from .pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, HeapPending
 from .policies import Policy, RequestMeta, make_policy
 from .prediction import Prediction
 
 log = logging.getLogger("sjf_core.redis_queue")
 
 #: Promotion rules the server-side dispatcher implements (see sjf_core.pending.HeapPending).
-SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound")
+SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound", "work-aging", "work-bound")
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
-_KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd")
+_KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd", "vb")
 FAIL_MODES = ("open", "closed")
 #: This process as an owner of queue entries and leases in Redis: "<pid>@<host>".
 OWNER = f"{os.getpid()}@{re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())}"
@@ -393,7 +394,8 @@ class RedisAdmissionQueue:
         a = self._policy_args
         return [self.tag, self.slots, a.tau_mode, a.tau_value, a.initial_short_s, a.alpha, a.k,
                 self.waiter_ttl_s, self.redis_lease_ttl_s, a.promotion, a.key_span, a.horizon, a.slack, a.floor,
-                *a.service_seeds, a.service_alpha, *extra]
+                *a.service_seeds, a.service_alpha, a.slowdown, a.work_slack,
+                "" if a.max_wait_s is None else a.max_wait_s, REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, *extra]
 
     async def _run(self, ls: _LoopState, name: str, extra: list) -> list:
         return await ls.scripts[name](keys=self.keys, args=self._args(extra))
@@ -544,13 +546,15 @@ class ServerPolicy:
         initial_short_s: seed of the mean Short service time (s).
         alpha: EWMA weight of each completed Short request.
         k: promotion k (1 for "strict").
-        promotion: "strict", "one-in-k", "aging" or "fcfs-bound".
+        promotion: one of :data:`SUPPORTED_PROMOTIONS`.
         key_span: key distance between a typical Short and Long (aging scale).
         horizon: aging horizon in multiples of τ.
         slack, floor: "fcfs-bound" parameters.
         service_seeds: seeds of the mean service seconds of Short, Medium, Long
             (:class:`~sjf_core.service.ServiceStats`, paper Table 1 scaled).
         service_alpha: EWMA weight of the service statistics.
+        slowdown, work_slack: "work-aging" / "work-bound" parameters.
+        max_wait_s: absolute wait bound (s) or None.
     """
 
     tau_mode: str
@@ -565,6 +569,9 @@ class ServerPolicy:
     floor: float
     service_seeds: tuple = (2.0, 8.5, 30.1)
     service_alpha: float = 0.1
+    slowdown: float = 8.0
+    work_slack: float = 0.2
+    max_wait_s: float | None = None
 
 
 def policy_server_args(policy: Policy) -> ServerPolicy:
@@ -592,6 +599,7 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
         slack=float(getattr(pending, "slack", 0.0)), floor=float(getattr(pending, "floor", 1.0)),
         service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
         service_alpha=float(pending.service.alpha),
+        slowdown=float(pending.slowdown), work_slack=float(pending.work_slack), max_wait_s=pending.max_wait_s,
     )
 
 

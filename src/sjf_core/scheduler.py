@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from .admission import AdmissionQueue, QueueEvents, Ticket
+from .backend_url import normalise
 from .meta import request_meta
 from .policies import Policy, make_policy
 from .prediction import Prediction
@@ -24,9 +25,10 @@ log = logging.getLogger("sjf_core.scheduler")
 
 
 def backend_key(url: Any) -> str:
-    """Normalise a backend base URL to a queue key (scheme://host:port/path, no trailing slash)."""
-    s = str(url or "default").strip()
-    return s.rstrip("/") or "default"
+    """The queue key of a backend base URL: one key per real backend (host aliases,
+    default ports, the API root vs ``/v1`` and trailing slashes folded together; see
+    :func:`sjf_core.backend_url.normalise`). Never raises."""
+    return normalise(url or "default")
 
 
 class Scheduler:

@@ -20,6 +20,12 @@ from .stats import RequestRecord
 from .workload import Job, ServiceModel
 
 
+#: The prompt of the bench's own "hold" request: the emulator takes its slot and waits for
+#: :meth:`EmulatorBackend.release_holds` (trace fault "hold"), so a burst can be queued whole
+#: behind a busy backend before any of it is served.
+HOLD_PROMPT = "sjf bench: hold the backend until the burst is queued"
+
+
 class TimedEmulator(Emulator):
     """The emulator, plus service start/end times in each ``stats()["order"]`` item
     (keys ``t_start``, ``t_end``: seconds on ``time.monotonic()``)."""
@@ -78,7 +84,8 @@ class EmulatorBackend:
     def __post_init__(self):
         cfg = EmulatorConfig(tokens_per_s=self.tokens_per_s, slots=self.slots, on_disconnect=self.on_disconnect,
                              first_token_s=self.first_token_s, model=self.model, tick_s=self.tick_s,
-                             trace_records=[{"prompt": j.prompt, "answer_tokens": int(j.tokens)} for j in self.jobs])
+                             trace_records=[{"prompt": j.prompt, "answer_tokens": int(j.tokens)} for j in self.jobs]
+                             + [{"prompt": HOLD_PROMPT, "answer_tokens": 1, "fault": "hold"}])
         self._thread = _TimedEmulatorThread(cfg)
         self.base_url = self._thread.base_url
         self.observes_dispatch = True
@@ -98,6 +105,14 @@ class EmulatorBackend:
 
     def stats(self) -> dict:
         return self._thread.stats()
+
+    def held(self) -> int:
+        """Requests the emulator holds (the bench's hold request, see :data:`HOLD_PROMPT`)."""
+        return int(self._thread.stats().get("held", 0))
+
+    def release_holds(self) -> int:
+        """Let the held request go on; returns how many were held."""
+        return self._thread.release_holds()
 
     def annotate(self, jobs: Sequence[Job], records: Sequence[RequestRecord]) -> dict:
         """Fill each record's ``dispatch`` from the emulator's log (matched by prompt hash),

@@ -78,6 +78,10 @@ class WrapperPath:
             client = openai_sjf.wrap(client, scheduler=sched)
         return OpenAISender(client, self.backend.model)
 
+    async def restart(self, spec: PolicySpec):
+        """A sender with a fresh scheduler (every :meth:`open` makes one)."""
+        return await self.open(spec)
+
     async def close(self) -> None:
         pass
 
@@ -105,6 +109,10 @@ class ProxyPath:
         self._proxies: dict = {}
         self._classes = None
 
+    @staticmethod
+    def _key(spec: PolicySpec) -> tuple:
+        return (spec.policy, str(spec.tau), json.dumps(spec.options, sort_keys=True), spec.predictor)
+
     def _predicted_classes(self) -> dict[str, int]:
         if self._classes is None:
             pred = self.predictor
@@ -120,7 +128,7 @@ class ProxyPath:
         configuration) until :meth:`close`, so repeats do not pay the start-up again."""
         from .proxy import start_proxy
 
-        key = (spec.policy, str(spec.tau), json.dumps(spec.options, sort_keys=True), spec.predictor, spec.warmup)
+        key = self._key(spec)
         proxy = self._proxies.get(key)
         if proxy is None:
             env = {}
@@ -137,6 +145,17 @@ class ProxyPath:
             def extra(job):
                 return {"priority": classes.get(job.prompt, 1)}
         return HttpSender(proxy.base_url, proxy.model, api_key=proxy.api_key, extra_body=extra)
+
+    async def restart(self, spec: PolicySpec):
+        """A sender for ``spec`` through a freshly started proxy (the old one is stopped)."""
+        key = self._key(spec)
+        old = self._proxies.pop(key, None)
+        if old is not None:
+            try:
+                await old.stop()
+            except Exception:
+                pass
+        return await self.open(spec)
 
     async def _stop_proxies(self) -> None:
         proxies, self._proxies = list(self._proxies.values()), {}

@@ -10,6 +10,7 @@ Each :class:`PolicySpec` says how one contender is realised on a path:
 * ``sjf``: the project's defaults (``Scheduler()``): ``sjf-tokens`` (ascending
   expected answer tokens, capped by ``max_tokens``), τ = 3x, the default promotion;
 * ``sjf-no-tau``: the same without the starvation guard;
+* ``sjf-fcfs-bound``: the default policy with the previous default guard ("fcfs-bound");
 * ``sjf-plong``: the paper's key, ascending P(Long), with the default τ and promotion;
 * ``sjf-paper``: P(Long) with the paper's literal τ rule (strict oldest-first
   promotion at τ = 3 × mean Short service time, paper §3.4);
@@ -35,9 +36,6 @@ class PolicySpec:
         options: extra policy options (e.g. ``{"promotion": "strict"}``).
         predictor: "default" (the shipped model) or "oracle" (true lengths).
         litellm_priority: send our predicted class as LiteLLM's ``priority`` (no plugin).
-        warmup: before each scenario, answer its warm-up jobs one at a time through this
-            contender (so the plugin's length memory has learnt the apps: "warm" start);
-            other contenders start cold. Scenarios without warm-up jobs ignore it.
     """
 
     label: str
@@ -46,7 +44,6 @@ class PolicySpec:
     options: dict = field(default_factory=dict)
     predictor: str = "default"
     litellm_priority: bool = False
-    warmup: bool = False
 
     @property
     def plugin(self) -> bool:
@@ -70,11 +67,12 @@ BUILTIN: dict[str, PolicySpec] = {
         PolicySpec("litellm-priority", litellm_priority=True),
         PolicySpec("sjf", "sjf-tokens"),
         PolicySpec("sjf-no-tau", "sjf-tokens", tau="off"),
+        # the default guard before "work-bound" (it turned a burst after a quiet period into FCFS)
+        PolicySpec("sjf-fcfs-bound", "sjf-tokens", options={"promotion": "fcfs-bound"}),
         PolicySpec("sjf-plong", "sjf"),
         PolicySpec("sjf-paper", "sjf", tau="3x", options={"promotion": "strict"}),
         PolicySpec("fair", "fair"),
         PolicySpec("oracle", "sjf-tokens", tau="off", predictor="oracle"),
-        PolicySpec("sjf-warm", "sjf-tokens", warmup=True),
     )
 }
 

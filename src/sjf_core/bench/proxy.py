@@ -28,8 +28,10 @@ def plugin_env(spec: PolicySpec) -> dict[str, str]:
         env["SJF_TAU"] = str(spec.tau)
     if "promotion" in spec.options:
         env["SJF_PROMOTION"] = str(spec.options["promotion"])
-    if "k" in spec.options:
-        env["SJF_K"] = str(spec.options["k"])
+    for opt, var in (("k", "SJF_K"), ("slowdown", "SJF_SLOWDOWN"), ("work_slack", "SJF_WORK_SLACK"),
+                     ("max_wait_s", "SJF_MAX_WAIT_S")):
+        if opt in spec.options:
+            env[var] = str(spec.options[opt])
     if spec.predictor == "oracle":
         env["SJF_SCHEDULER_FACTORY"] = ORACLE_SCHEDULER_FACTORY
     return env

@@ -32,15 +32,19 @@ class Scenario:
         name: e.g. "burst", "poisson-0.74", "replay-0.80".
         jobs: the jobs (same for every contender).
         settings: what produced it (for the report), e.g. ``{"rho": 0.74, "mix": [...]}``.
-        warmup: jobs answered one at a time, not measured, before the scenario by the
-            contenders with ``warmup`` set (e.g. other prompts of the same apps, so the
-            length memory starts warm); empty for most scenarios.
     """
 
     name: str
     jobs: list[Job]
     settings: dict = field(default_factory=dict)
+    #: served one at a time (each after the previous answered) before the scenario, not
+    #: recorded: a scheduler that has already served traffic ("warm"), as users run it
     warmup: list[Job] = field(default_factory=list)
+    #: seconds the backend is held busy while the jobs are submitted (0: not held), so that
+    #: a burst is queued whole before any of it is served (needs ``EmulatorBackend``)
+    hold_s: float = 0.0
+    #: start the contender afresh (a new proxy / scheduler) before this scenario ("cold")
+    fresh: bool = False
 
 
 @dataclass
@@ -112,6 +116,34 @@ async def _warm_up(sender, model_hint: str = "") -> None:
         pass
 
 
+async def _served_one_at_a_time(jobs: Sequence[Job], sender, label: str) -> None:
+    for job in jobs:
+        try:
+            await sender(job, label)
+        except Exception:
+            pass
+
+
+async def _drive_held(jobs: Sequence[Job], sender, label: str, backend, hold_s: float, bar) -> list:
+    """Hold the backend with the bench's own request, submit ``jobs``, wait ``hold_s`` (all
+    of them queued behind it), let the backend go, and collect the records."""
+    from .backend import HOLD_PROMPT
+
+    hold = asyncio.ensure_future(sender(Job(-2, HOLD_PROMPT, 1, 0.0, 1), "hold"))
+    deadline = time.monotonic() + 60.0
+    while backend.held() < 1 and time.monotonic() < deadline and not hold.done():
+        await asyncio.sleep(0.01)
+    run = asyncio.ensure_future(drive(jobs, sender, label, bar))
+    await asyncio.sleep(hold_s)
+    backend.release_holds()
+    recs = await run
+    try:
+        await hold
+    except Exception:
+        pass
+    return recs
+
+
 async def run_async(
     path,
     backend,
@@ -158,12 +190,19 @@ async def run_async(
                     await _warm_up(sender)
                     for sc in scenarios:
                         bar.set_postfix_str(f"{sc.name} · {spec.label}" + (f" · rep {rep + 1}" if repeat > 1 else ""))
-                        if spec.warmup:
-                            for wj in sc.warmup:  # answered in turn: the memory learns each answer
-                                await sender(wj, f"{spec.label} warm-up")
+                        if sc.fresh and hasattr(path, "restart"):
+                            aclose = getattr(sender, "aclose", None)
+                            if aclose is not None:
+                                await aclose()
+                            sender = await path.restart(spec)
+                        if sc.warmup:
+                            await _served_one_at_a_time(sc.warmup, sender, "warm-up")
                         backend.reset()
                         t0 = time.monotonic()
-                        recs = await drive(sc.jobs, sender, spec.label, bar)
+                        if sc.hold_s > 0:
+                            recs = await _drive_held(sc.jobs, sender, spec.label, backend, sc.hold_s, bar)
+                        else:
+                            recs = await drive(sc.jobs, sender, spec.label, bar)
                         walls[sc.name] += time.monotonic() - t0
                         st = backend.annotate(sc.jobs, recs)
                         bstats[sc.name][spec.label] = st

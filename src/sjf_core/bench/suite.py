@@ -12,9 +12,11 @@ results, so a partial re-run still gives a complete page. Sections:
 =============  ==========================================================================
 section        what
 =============  ==========================================================================
-burst          25 Short + 25 Long ShareGPT prompts at once, through a real LiteLLM proxy
-               (with / without ``litellm_sjf``), emulator backend; every contender;
-               three prompt samples (seeds 0–2), pooled
+burst          20 Short + 20 Long ShareGPT prompts (one answering model) queued at once behind
+               a held backend, through a real LiteLLM proxy (with / without ``litellm_sjf``),
+               emulator backend; every contender **cold** (a freshly started proxy) and
+               **warm** (the same proxy after 100 other requests served one at a time at
+               the same speed); three prompt samples (seeds 0–2), pooled per state
 burst-wrapper  the same burst (seed 0) through the ``openai_sjf`` wrapper
 poisson        Poisson arrivals at ρ = 0.55, 0.74, 0.85 (ShareGPT prompts, class mix
                50/25/25 % Short/Medium/Long), through the wrapper, emulator backend
@@ -57,8 +59,8 @@ from .stats import RequestRecord, compare, service_stats, summarize, to_jsonable
 
 SECTIONS = ("burst", "burst-wrapper", "poisson", "replay", "real", "overhead", "queue")
 
-BURST = dict(n_short=25, n_long=25, seeds=(0, 1, 2), tokens_per_s=500.0,
-             policies="fcfs,litellm-priority,sjf,sjf-no-tau,sjf-plong,sjf-paper,fair,oracle")
+BURST = dict(n_short=20, n_long=20, seeds=(0, 1, 2), tokens_per_s=2000.0, warmup=100, hold_s=3.0,
+             policies="fcfs,litellm-priority,sjf,sjf-no-tau,sjf-fcfs-bound,sjf-paper,oracle")
 BURST_WRAPPER = dict(n_short=25, n_long=25, seeds=(0,), tokens_per_s=500.0,
                      policies="fcfs,sjf,sjf-no-tau,sjf-paper,fair,oracle")
 POISSON = dict(rhos=(0.55, 0.74, 0.85), n={0.55: 300, 0.74: 800, 0.85: 300}, mix=(0.5, 0.25, 0.25), tokens_per_s=4000.0,
@@ -147,7 +149,7 @@ def _load(name: str) -> dict | None:
 # ---- sections ------------------------------------------------------------------------------
 async def _run_emulator(path_kind: str, scenarios: list[Scenario], policies: str, tokens_per_s: float,
                         predictor, progress: bool) -> BenchResult:
-    jobs = [j for sc in scenarios for j in sc.jobs]
+    jobs = [j for sc in scenarios for j in [*sc.jobs, *sc.warmup]]
     backend = EmulatorBackend(jobs, tokens_per_s=tokens_per_s, tick_s=0.005 if tokens_per_s > 2000 else 0.01)
     try:
         path = (ProxyPath if path_kind == "proxy" else WrapperPath)(backend, jobs, predictor)
@@ -156,19 +158,54 @@ async def _run_emulator(path_kind: str, scenarios: list[Scenario], policies: str
         backend.close()
 
 
+def warm_and_cold(rows: list, burst_jobs: list, seed: int, n_warmup: int, hold_s: float, name: str,
+                  settings: dict) -> list[Scenario]:
+    """A burst run twice per contender: cold (fresh proxy or scheduler) and warm (after
+    ``n_warmup`` other prompts of ``rows`` served one at a time), the backend held busy
+    for ``hold_s`` seconds while the burst is submitted so that it is queued whole."""
+    import random
+
+    used = {j.prompt for j in burst_jobs}
+    rest = [r for r in rows if r.prompt not in used]
+    picked = random.Random(1000 + seed).sample(rest, min(n_warmup, len(rest)))
+    warm = [wl.Job(-100 - i, r.prompt, r.tokens) for i, r in enumerate(picked)]
+    return [Scenario(f"{name} cold-s{seed}", burst_jobs, {**settings, "state": "cold", "seed": seed},
+                     hold_s=hold_s, fresh=True),
+            Scenario(f"{name} warm-s{seed}", burst_jobs, {**settings, "state": "warm", "seed": seed,
+                                                          "warmup_requests": len(warm)},
+                     warmup=warm, hold_s=hold_s)]
+
+
 def section_burst(progress: bool, wrapper: bool = False) -> dict:
     cfg = BURST_WRAPPER if wrapper else BURST
     rows = _sharegpt()
     pred = _predictor()
-    scen = [Scenario(f"burst-s{s}", wl.burst(rows, cfg["n_short"], cfg["n_long"], seed=s),
-                     {"n_short": cfg["n_short"], "n_long": cfg["n_long"], "seed": s, "data": "sharegpt.jsonl"})
-            for s in cfg["seeds"]]
+    svc = wl.ServiceModel(cfg["tokens_per_s"])
+    if wrapper:
+        scen = [Scenario(f"burst-s{s}", wl.burst(rows, cfg["n_short"], cfg["n_long"], seed=s),
+                         {"n_short": cfg["n_short"], "n_long": cfg["n_long"], "seed": s, "data": "sharegpt.jsonl"})
+                for s in cfg["seeds"]]
+    else:
+        scen = []
+        for s in cfg["seeds"]:
+            jobs = wl.burst(rows, cfg["n_short"], cfg["n_long"], seed=s)
+            scen += warm_and_cold(rows, jobs, s, cfg["warmup"], cfg["hold_s"], "burst",
+                                  {"n_short": cfg["n_short"], "n_long": cfg["n_long"], "data": "sharegpt.jsonl"})
     res = asyncio.run(_run_emulator("wrapper" if wrapper else "proxy", scen, cfg["policies"], cfg["tokens_per_s"],
                                     pred, progress))
-    svc = wl.ServiceModel(cfg["tokens_per_s"])
-    pooled = pool(res.scenarios, "burst", svc) if len(res.scenarios) > 1 else res.scenarios[0]
-    pooled.scenario.name = "burst (pooled)" if len(res.scenarios) > 1 else "burst"
-    res.scenarios = [pooled] + (res.scenarios if len(res.scenarios) > 1 else [])
+    if wrapper:
+        pooled = pool(res.scenarios, "burst", svc) if len(res.scenarios) > 1 else res.scenarios[0]
+        pooled.scenario.name = "burst (pooled)" if len(res.scenarios) > 1 else "burst"
+        res.scenarios = [pooled] + (res.scenarios if len(res.scenarios) > 1 else [])
+    else:
+        by_state = {st: [r for r in res.scenarios if r.scenario.settings.get("state") == st] for st in ("cold", "warm")}
+        pooled = []
+        for st, group in by_state.items():
+            p = pool(group, f"burst {st}", svc)
+            p.scenario.name = f"burst {st} (pooled)"
+            p.scenario.settings["state"] = st
+            pooled.append(p)
+        res.scenarios = pooled + by_state["cold"] + by_state["warm"]
     return _result_to_json(res, {"config": cfg, "emulator_tokens_per_s": cfg["tokens_per_s"]})
 
 

@@ -34,8 +34,10 @@ def add_arguments(p) -> None:
     g.add_argument("--scenario", default="burst",
                    help="comma-separated: burst, poisson, replay, app-burst (default burst). app-burst: "
                         "--n-short title tasks over pasted held-out prompts + --n-long held-out chat replies "
-                        "(recorded >= 200 tokens); contender sjf-warm first answers --warmup-n requests of "
-                        "the same apps over other prompts (docs/memory.md)")
+                        "(recorded >= 800 tokens), run cold (fresh proxy) and warm (fresh proxy that first "
+                        "answered --warmup-n requests of the same apps over other prompts; docs/memory.md)")
+    g.add_argument("--hold-s", type=float, default=2.0,
+                   help="app-burst: seconds the backend is held busy while the burst is submitted (default 2)")
     g.add_argument("--warmup-n", type=int, default=50,
                    help="app-burst: warm-up requests answered by sjf-warm before the burst (default 50)")
     g.add_argument("--n-short", type=int, default=None,
@@ -113,8 +115,12 @@ def build_scenarios(args, rows, service) -> list:
             n_task = args.n_short if args.n_short is not None else 20
             n_reply = args.n_long if args.n_long is not None else 20
             jobs, warm = bench_app_burst(rows, n_task, n_reply, args.warmup_n, seed=args.seed)
-            out.append(Scenario("app-burst", jobs, {"n_task": n_task, "n_reply": n_reply, "warmup_n": len(warm),
-                                                    "app": "title"}, warmup=warm))
+            cfg = {"n_task": n_task, "n_reply": n_reply, "app": "title"}
+            # both start from a fresh proxy / scheduler: cold has no evidence; warm has answered
+            # exactly the warm-up requests (other prompts of the same apps), one at a time
+            out.append(Scenario("app-burst cold", jobs, {**cfg, "state": "cold"}, hold_s=args.hold_s, fresh=True))
+            out.append(Scenario("app-burst warm", jobs, {**cfg, "state": "warm", "warmup_requests": len(warm)},
+                                warmup=warm, hold_s=args.hold_s, fresh=True))
         else:
             raise ValueError(f"unknown scenario {kind!r}: use burst, poisson, replay, app-burst")
     return out

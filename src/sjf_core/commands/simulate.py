@@ -18,7 +18,7 @@ from pathlib import Path
 
 HELP = "simulate admission policies on a virtual clock (M/G/k, bursts, paper Table 10, τ variants)"
 
-SCENARIOS = ("single", "table10", "rho", "variants", "bursts", "noise", "frontier", "speed", "all")
+SCENARIOS = ("single", "table10", "rho", "variants", "bursts", "noise", "frontier", "guard", "speed", "all")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("single scenario")
     g.add_argument("--policy", default="sjf-tokens", help="policy (fcfs, sjf, sjf-tokens, fair, oracle)")
     g.add_argument("--tau", default="3x", help="τ: '3x' (× mean Short service), seconds, or 'off'")
-    g.add_argument("--promotion", default=None, help="strict, one-in-k, aging, aged-sjf, fcfs-bound (default)")
+    g.add_argument("--promotion", default=None, help="work-bound (default), work-aging, fcfs-bound, strict, one-in-k, aging, aged-sjf")
     g.add_argument("--k", type=int, default=2, help="k of one-in-k")
     g.add_argument("--rho", type=float, default=0.74, help="utilisation ρ = λ·E[S]/slots (default 0.74)")
     g.add_argument("--c2", type=float, default=None,

@@ -11,6 +11,18 @@ local work = num(expected_s(tonumber(klass), tonumber(ARGV[A + 5])))
 local arrival = NOW - tonumber(ARGV[A + 3])
 local level, score = prio, key
 local tau = tau_s()
+-- work of this request on the served-work clock (pending.work_tokens)
+local wt = math.max(tonumber(ARGV[A + 5]) or 0, 0) + OVERHEAD
+if WORKA then
+  -- HeapPending.order_key, "work-aging": key + span / (TOKEN_SPAN × slowdown) × served work
+  score = num(tonumber(key) + SPAN / TOKEN_SPAN / SLOWDOWN * stnum('vw'))
+end
+if WORKB then
+  -- HeapPending._work_bound: served + max(slowdown × own work, (1 + slack) × waiting work)
+  local vb = stnum('vw') + math.max(SLOWDOWN * wt, (1 + WSLACK) * stnum('wtok'))
+  redis.call('ZADD', K_VB, num(vb), id)
+end
+redis.call('HSET', K_ST, 'wtok', num(stnum('wtok') + wt))
 if AGING then
   local origin, ag = aging_frame(arrival)
   level = '0'
@@ -23,11 +35,14 @@ if FCFSB then
     local mbl = stnum('mbl')
     redis.call('HSET', K_ST, 'mbl', num(mbl + 0.02 * (u - mbl)))
     local bound = arrival + math.max(tau, (1 + SLACK) * u)
+    if MAXWAIT then bound = math.min(bound, arrival + MAXWAIT) end
     redis.call('ZADD', K_BD, fmt(bound), id)
   end
   redis.call('HSET', K_ST, 'wwork', num(stnum('wwork') + tonumber(work)))
+elseif MAXWAIT then
+  redis.call('ZADD', K_BD, fmt(arrival + MAXWAIT), id)
 end
-redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner)
+redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner .. ' ' .. num(wt))
 redis.call('ZADD', P .. ':q:' .. level, score, id)
 redis.call('ZADD', K_LV, int(-tonumber(level)), level)
 redis.call('ZADD', K_AGE, fmt(arrival), id)

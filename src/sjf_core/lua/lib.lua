@@ -19,7 +19,9 @@
 --  11 epoch   string: server time (µs) when this state was created; changes when Redis
 --             lost its data (restart without persistence)
 --  12 dl      ZSET waiting ids with a deadline, by latest start time (server s)
---  13 bd      ZSET waiting ids by FCFS bound (server s), promotion "fcfs-bound"
+--  13 bd      ZSET waiting ids by FCFS bound or max-wait bound (server s)
+--  14 vb      ZSET waiting ids by due point on the served-work clock (tokens),
+--             promotion "work-bound"; st.vw = served work (tokens), st.wtok = waiting work
 -- Dynamic keys, built from ARGV[1] = "{sjf:<backend>}": <P>:q:<level> (ZSET of waiting
 -- ids scored by the policy key; equal scores order by id, i.e. arrival; one level per
 -- priority, or the single level "0" with aging, where priority is part of the score) and
@@ -28,9 +30,11 @@
 -- ARGV[1..14]: prefix, slots, tau mode ("off" | "seconds" | "multiple"), tau value
 -- (seconds or multiple), initial mean Short service time (s), EWMA alpha, promotion k
 -- (1 = strict), waiter TTL (s), lease TTL (s), promotion ("strict" | "one-in-k" | "aging"
--- | "fcfs-bound"), key span, aging horizon (multiples of τ), fcfs-bound slack, fcfs-bound
--- floor, seeds of the mean service time of Short, Medium, Long (s), service EWMA alpha.
--- Script-specific arguments start at ARGV[19].
+-- | "fcfs-bound" | "work-aging" | "work-bound"), key span, aging horizon (multiples of τ),
+-- fcfs-bound slack, fcfs-bound floor, seeds of the mean service time of Short, Medium, Long
+-- (s), service EWMA alpha, slowdown (work-aging / work-bound), work-bound slack, max wait (s,
+-- or "" for none), tokens charged per request on top of its expected answer, tokens per key
+-- span of token keys. Script-specific arguments start at ARGV[24].
 --
 -- Numbers are stored with string.format: redis.call would format Lua numbers with
 -- %.14g, and a script returns Lua numbers truncated to integers.
@@ -38,7 +42,7 @@
 local P = ARGV[1]
 local K_SEQ, K_FENCE, K_LV, K_AGE, K_ALIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_WI, K_HELD, K_LEASES, K_LI, K_ST, K_EPOCH = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local K_DL, K_BD = KEYS[12], KEYS[13]
+local K_DL, K_BD, K_VB = KEYS[12], KEYS[13], KEYS[14]
 local SLOTS = tonumber(ARGV[2])
 local TAU_MODE = ARGV[3]
 local TAU_VAL = tonumber(ARGV[4])
@@ -57,7 +61,14 @@ local SLACK = tonumber(ARGV[13])
 local FLOOR = tonumber(ARGV[14])
 local SEEDS = {ARGV[15], ARGV[16], ARGV[17]}
 local SALPHA = tonumber(ARGV[18])
-local A = 19
+local SLOWDOWN = tonumber(ARGV[19])
+local WSLACK = tonumber(ARGV[20])
+local MAXWAIT = tonumber(ARGV[21])
+local OVERHEAD = tonumber(ARGV[22])
+local TOKEN_SPAN = tonumber(ARGV[23])
+local WORKA = PROMOTION == 'work-aging' and TAU_MODE ~= 'off'
+local WORKB = PROMOTION == 'work-bound' and TAU_MODE ~= 'off'
+local A = 24
 
 local _t = redis.call('TIME')
 local NOW = tonumber(_t[1]) + tonumber(_t[2]) / 1000000
@@ -132,6 +143,7 @@ local function drop_waiter(id)
   redis.call('ZREM', K_ALIVE, id)
   redis.call('ZREM', K_DL, id)
   redis.call('ZREM', K_BD, id)
+  redis.call('ZREM', K_VB, id)
   if not info then return false end
   local f = split(info)
   local qk = P .. ':q:' .. f[1]
@@ -142,6 +154,11 @@ local function drop_waiter(id)
     local w = stnum('wwork') - tonumber(f[6])
     if w < 0 or redis.call('HLEN', K_WI) == 0 then w = 0 end
     redis.call('HSET', K_ST, 'wwork', num(w))
+  end
+  if f[8] then
+    local w = stnum('wtok') - tonumber(f[8])
+    if w < 0 or redis.call('HLEN', K_WI) == 0 then w = 0 end
+    redis.call('HSET', K_ST, 'wtok', num(w))
   end
   return true
 end
@@ -206,13 +223,16 @@ local function grant(id, promoted)
     .. tostring(redis.call('ZCARD', K_LEASES)) .. ' ' .. (info[6] or '0'))
   redis.call('PEXPIRE', wk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
   redis.call('HINCRBY', K_ST, 'dispatched', 1)
+  -- the served-work clock (HeapPending.served_work) advances by the work of every dispatch
+  if info[8] then redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8]))) end
   if promoted then redis.call('HINCRBY', K_ST, 'promoted', 1) end
   return true
 end
 
 -- The waiter due first, if any (HeapPending._due_deadline): a deadline whose latest start
 -- time has come, else ("fcfs-bound") the earliest FCFS bound that has come, once it has
--- also waited FLOOR × the mean backlog. Returns id, promoted.
+-- also waited FLOOR × the mean backlog; else ("work-bound") the earliest due point on the
+-- served-work clock that has come. Returns id, promoted.
 local function due()
   local d = redis.call('ZRANGE', K_DL, 0, 0, 'WITHSCORES')
   if d[1] and tonumber(d[2]) <= NOW then return d[1], false end
@@ -222,6 +242,13 @@ local function due()
       local arr = redis.call('ZSCORE', K_AGE, b[1])
       if arr and NOW - tonumber(arr) >= FLOOR * stnum('mbl') then return b[1], true end
     end
+  elseif MAXWAIT then
+    local b = redis.call('ZRANGE', K_BD, 0, 0, 'WITHSCORES')
+    if b[1] and tonumber(b[2]) <= NOW then return b[1], true end
+  end
+  if WORKB then
+    local v = redis.call('ZRANGE', K_VB, 0, 0, 'WITHSCORES')
+    if v[1] and tonumber(v[2]) <= stnum('vw') then return v[1], true end
   end
   return nil, false
 end

@@ -162,10 +162,10 @@ def chat_body(prompt: str, model: str = "app-mix") -> dict:
 
 
 def bench_app_burst(rows, n_task: int = 20, n_reply: int = 20, n_warm: int = 50, seed: int = 0,
-                    app: str = "title", max_chars: int = 4000):
+                    app: str = "title", max_chars: int = 4000, reply_min_tokens: int = 800):
     """The ``sjf bench --scenario app-burst`` jobs: a burst of ``n_task`` short tasks of ``app``
     over pasted held-out prompts and ``n_reply`` plain chat replies (held-out prompts with a
-    recorded answer of >= 200 tokens, served with that length), shuffled; and ``n_warm``
+    recorded answer of >= ``reply_min_tokens`` tokens, served with that length), shuffled; and ``n_warm``
     warm-up jobs (half tasks, half replies, interleaved) over *training-split* prompts.
 
     Args:
@@ -190,16 +190,16 @@ def bench_app_burst(rows, n_task: int = 20, n_reply: int = 20, n_warm: int = 50,
     rng.shuffle(test)
     rng.shuffle(train)
     a = APPS[app]
-    replies = [r for r in test if r.tokens >= 200][:n_reply]
+    replies = [r for r in test if r.tokens >= reply_min_tokens][:n_reply]
     used = {r.prompt for r in replies}
     pasted = [r for r in test if r.prompt not in used][:n_task]
     if len(replies) < n_reply or len(pasted) < n_task:
-        raise ValueError(f"app-burst needs {n_reply} held-out replies of >= 200 tokens and {n_task} other "
+        raise ValueError(f"app-burst needs {n_reply} held-out replies of >= {reply_min_tokens} tokens and {n_task} other "
                          f"held-out prompts; the data has {len(replies)} and {len(pasted)}")
     burst = [(a.user_message(r.prompt), a.tokens(0, rng)) for r in pasted] + [(r.prompt, r.tokens) for r in replies]
     order = rng.permutation(len(burst))
     jobs = [Job(idx=i, prompt=burst[k][0], tokens=int(burst[k][1])) for i, k in enumerate(order)]
-    w_reply = [r for r in train if r.tokens >= 200][: n_warm - n_warm // 2]
+    w_reply = [r for r in train if r.tokens >= reply_min_tokens][: n_warm - n_warm // 2]
     used = {r.prompt for r in w_reply}
     w_task = [r for r in train if r.prompt not in used][: n_warm // 2]
     warm = []

@@ -67,6 +67,8 @@ def simulate(
     metas: list[RequestMeta] | None = None,
     overload: OverloadConfig | None = None,
     record_order: bool = False,
+    warmup: int = 0,
+    idle_s: float = 600.0,
     on_complete=None,
 ) -> SimResult:
     """Run one simulation of ``wl`` under ``policy`` with ``slots`` servers.
@@ -81,6 +83,12 @@ def simulate(
         metas: optional request metadata per job (priority, deadline, max_tokens).
         overload: optional overload limits (requests refused at arrival).
         record_order: keep the dispatch order (job indices) in ``SimResult.order``.
+        warmup: serve this many requests one at a time before the workload (each arriving
+            when the previous one is done; the workload's own jobs, cyclically), then leave
+            the queue idle ``idle_s`` seconds: the scheduler then starts "warm", as a proxy
+            that has served a quiet morning does. Warm-up jobs are not in the result.
+            With a callable ``predictions`` it is called for them too (index ``j``).
+        idle_s: the quiet period between warm-up and workload, seconds.
         on_complete: optional ``on_complete(i)`` called when job ``i`` finishes (after
             ``pending.observe``), e.g. to feed the answer to an online predictor.
 
@@ -111,6 +119,15 @@ def simulate(
     make_entry = policy.make_entry
     predict = predictions if callable(predictions) else predictions.__getitem__
     inf = math.inf
+    if warmup and n:
+        t = float(arrival[0]) - idle_s - sum(float(service[j % n]) for j in range(warmup))
+        for w in range(warmup):
+            j = w % n
+            e = make_entry(n + w, t, predict(j), None if metas is None else metas[j])
+            push(e)
+            pop(t)
+            t += float(service[j])
+            observe(e, float(service[j]), int(klass[j]), float(tokens[j]))
     while i < n or done:
         t_arr = arrival[i] if i < n else inf
         t_done = done[0][0] if done else inf

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..entry import LONG, MEDIUM, SHORT
+from ..pending import HeapPending
 from ..policies import make_policy
 from .engine import simulate
 from .noise import PredictorModel, measured_ranking_accuracy
@@ -97,18 +98,25 @@ class Bench:
                 self.accuracy[pm.label()] = float(np.nanmean(accs))
         return self._preds[key]
 
-    def run(self, policy: str, pm: PredictorModel | None = None, **policy_kw) -> dict:
+    def run(self, policy: str, pm: PredictorModel | None = None, warmup: int = 0, pending_factory=None,
+            **policy_kw) -> dict:
         """Run ``policy`` on every seed; statistics averaged over seeds.
 
         ``pm`` defaults to no prediction for ``fcfs``, the oracle for ``oracle`` and
-        perfect classes otherwise.
+        perfect classes otherwise. ``warmup``: requests served one at a time before each
+        run (see :func:`~sjf_core.sim.engine.simulate`). ``pending_factory``: a callable
+        making the pending structure instead of the policy's (reference rules that exist
+        only in the simulator).
         """
         if pm is None:
             pm = PredictorModel("none") if policy == "fcfs" else PredictorModel("oracle") if policy == "oracle" else PredictorModel()
         preds = self.predictions(pm)
         per: dict[str, list[float]] = {}
         for s, wl in enumerate(self.wls):
-            r = simulate(wl, preds[s], make_policy(policy, **policy_kw), slots=self.slots)
+            pol = make_policy(policy, **policy_kw)
+            if pending_factory is not None:
+                pol.new_pending = pending_factory
+            r = simulate(wl, preds[s], pol, slots=self.slots, warmup=warmup)
             vals = {
                 "short_p50": r.stat("sojourn", SHORT, 50), "short_p95": r.stat("sojourn", SHORT, 95),
                 "medium_p50": r.stat("sojourn", MEDIUM, 50),
@@ -165,7 +173,7 @@ def table10(n: int = 2000, seeds: int = 5) -> dict:
 
 # ---- Figure 3: reduction vs ρ ---------------------------------------------------------------
 def rho_sweep(n: int = 2000, seeds: int = 5, c2: float = 1.0, rhos=None,
-              promotions=("strict", "aged-sjf", "fcfs-bound")) -> dict:
+              promotions=("strict", "aged-sjf", "fcfs-bound", "work-bound")) -> dict:
     """Short-P50 reduction vs ρ ∈ [0.30, 0.85] for τ ∈ {1, 2, 3, ∞}× (paper Figure 3).
 
     Runs on the paper setup (accuracy 0.76, C² = ``c2`` overall) and on the table1
@@ -206,13 +214,14 @@ VARIANTS = (
     ("sjf one-in-4 τ=3x", "sjf", {"tau": "3x", "promotion": "one-in-k", "k": 4}),
     ("sjf aging τ=3x H=8", "sjf", {"tau": "3x", "promotion": "aging", "horizon": 8}),
     ("sjf aging τ=3x H=32", "sjf", {"tau": "3x", "promotion": "aging", "horizon": 32}),
-    ("sjf fcfs-bound (default promotion)", "sjf", {"tau": "3x"}),
-    ("sjf-tokens fcfs-bound (default promotion)", "sjf-tokens", {"tau": "3x"}),
-    ("fair fcfs-bound (default promotion)", "fair", {"tau": "3x"}),
-    ("oracle + fcfs-bound", "oracle", {"tau": "3x", "promotion": "fcfs-bound"}),
+    ("sjf-tokens fcfs-bound (previous default)", "sjf-tokens", {"tau": "3x", "promotion": "fcfs-bound"}),
+    ("sjf work-bound (default promotion)", "sjf", {"tau": "3x"}),
+    ("sjf-tokens work-bound (default promotion)", "sjf-tokens", {"tau": "3x"}),
+    ("fair work-bound (default promotion)", "fair", {"tau": "3x"}),
+    ("oracle + work-bound", "oracle", {"tau": "3x", "promotion": "work-bound"}),
 )
-DEFAULT_LABEL = "sjf-tokens fcfs-bound (default promotion)"
-SJF_DEFAULT_LABEL = "sjf fcfs-bound (default promotion)"
+DEFAULT_LABEL = "sjf-tokens work-bound (default promotion)"
+SJF_DEFAULT_LABEL = "sjf work-bound (default promotion)"
 PAPER_LABEL = "paper: sjf strict τ=3x"
 
 
@@ -240,7 +249,7 @@ def variants(n: int = 2000, seeds: int = 5, rho: float = 0.74, c2: float = 2.0) 
         rows = {}
         for label, policy, kw in VARIANTS:
             rows[label] = b.run(policy, None if policy in ("fcfs", "oracle") else pm, **kw)
-        f, o, og = rows["FCFS"], rows["oracle SJF (τ off)"], rows["oracle + fcfs-bound"]
+        f, o, og = rows["FCFS"], rows["oracle SJF (τ off)"], rows["oracle + work-bound"]
         for r in rows.values():
             r["short_p50_reduction_pct"] = _reduction(r["short_p50"], f["short_p50"])
             r["long_p99_inflation_pct"] = -_reduction(r["long_p99"], f["long_p99"])
@@ -272,9 +281,14 @@ BURST_VARIANTS = (
     ("one-in-2 τ=3x", "sjf", {"tau": "3x", "promotion": "one-in-k", "k": 2}),
     ("one-in-4 τ=3x", "sjf", {"tau": "3x", "promotion": "one-in-k", "k": 4}),
     ("aging τ=3x H=8", "sjf", {"tau": "3x", "promotion": "aging"}),
-    ("fcfs-bound τ=3x (default)", "sjf", {"tau": "3x"}),
-    ("fair fcfs-bound τ=3x", "fair", {"tau": "3x"}),
+    ("fcfs-bound τ=3x (previous default)", "sjf", {"tau": "3x", "promotion": "fcfs-bound"}),
+    ("work-aging K=8", "sjf", {"promotion": "work-aging", "slowdown": 8.0}),
+    ("work-bound (default)", "sjf", {}),
+    ("fair, default guard", "fair", {}),
 )
+
+#: requests a "warm" burst's scheduler has served one at a time before it (then 10 min idle)
+BURST_WARMUP = 100
 
 
 def bursts(seeds: int = 5, counts=(50, 0, 50), c2: float | None = None) -> dict:
@@ -282,15 +296,17 @@ def bursts(seeds: int = 5, counts=(50, 0, 50), c2: float | None = None) -> dict:
     short-P50 reduction vs FCFS and the worst Long wait, per τ variant and predictor."""
     spec = WorkloadSpec(c2=c2, c2_scope="class", class_mix=(0.5, 0.0, 0.5))  # c2=None: Table 1 spreads
     b = Bench(spec, None, seeds=seeds, burst=tuple(counts))
-    out = {"counts": list(counts), "c2": "table1" if c2 is None else c2, "seeds": seeds, "predictors": {}}
+    out = {"counts": list(counts), "c2": "table1" if c2 is None else c2, "seeds": seeds, "predictors": {},
+           "warmup": BURST_WARMUP}
     for pm in (PredictorModel("class", 1.0), PredictorModel("class", PAPER_ACCURACY)):
-        rows = {}
-        for label, policy, kw in BURST_VARIANTS:
-            rows[label] = b.run(policy, None if policy == "fcfs" else pm, **kw)
-        f = rows["FCFS"]
-        for r in rows.values():
-            r["short_p50_reduction_pct"] = _reduction(r["short_p50"], f["short_p50"])
-        out["predictors"][pm.label()] = rows
+        for state, warm in (("cold", 0), ("warm", BURST_WARMUP)):
+            rows = {}
+            for label, policy, kw in BURST_VARIANTS:
+                rows[label] = b.run(policy, None if policy == "fcfs" else pm, warmup=warm, **kw)
+            f = rows["FCFS"]
+            for r in rows.values():
+                r["short_p50_reduction_pct"] = _reduction(r["short_p50"], f["short_p50"])
+            out["predictors"][f"{pm.label()}, {state}"] = rows
     return out
 
 
@@ -380,6 +396,91 @@ def frontier(n: int = 2000, seeds: int = 5, rho: float = 0.74, c2: float = 2.0) 
     return out
 
 
+# ---- choosing the default guard ----------------------------------------------------------
+#: Ranking accuracy of the simulated predictor for ``--scenario guard``: the shipped model's
+#: Eq. 2 on held-out prompts (0.82 on ShareGPT's test split, ~0.61-0.81 on unseen sources):
+#: a middle value, so the guard is chosen for a predictor users actually get.
+GUARD_ACCURACY = 0.78
+
+GUARD_CANDIDATES = (
+    ("FCFS", "fcfs", {}),
+    ("oracle SJF (τ off)", "oracle", {}),
+    ("τ off", "sjf-tokens", {"tau": "off"}),
+    ("fcfs-bound (previous default)", "sjf-tokens", {"promotion": "fcfs-bound"}),
+    ("strict τ=3x (paper)", "sjf-tokens", {"promotion": "strict"}),
+    ("aging τ=3x H=8", "sjf-tokens", {"promotion": "aging"}),
+    ("HRRN (reference, O(n))", "sjf-tokens", {"_pending": "hrrn"}),
+    ("work-aging K=4", "sjf-tokens", {"promotion": "work-aging", "slowdown": 4.0}),
+    ("work-aging K=8", "sjf-tokens", {"promotion": "work-aging", "slowdown": 8.0}),
+    ("work-aging K=16", "sjf-tokens", {"promotion": "work-aging", "slowdown": 16.0}),
+    ("work-bound K=8 slack 0", "sjf-tokens", {"promotion": "work-bound", "slowdown": 8.0, "work_slack": 0.0}),
+    ("work-bound K=8 slack 0.2 (default)", "sjf-tokens", {}),
+    ("work-bound K=8 slack 0.5", "sjf-tokens", {"promotion": "work-bound", "slowdown": 8.0, "work_slack": 0.5}),
+    ("work-bound K=16 slack 0.1", "sjf-tokens", {"promotion": "work-bound", "slowdown": 16.0, "work_slack": 0.1}),
+    ("work-bound K=4 slack 0.2", "sjf-tokens", {"promotion": "work-bound", "slowdown": 4.0, "work_slack": 0.2}),
+)
+
+
+class HRRNPending(HeapPending):
+    """Highest response ratio next, (wait + S) / S with S the expected service (expected
+    tokens / tokens per second): a reference rule for ``--scenario guard`` only. It scans
+    every waiter at each dispatch (O(n)), which is why no live queue offers it."""
+
+    def __init__(self, tokens_per_s: float = 30.0):
+        super().__init__(None, "work-aging")
+        self._items: list = []
+        self._tps = tokens_per_s
+
+    def _push_main(self, entry):
+        self._items.append(entry)
+
+    def _pop_main(self, now):
+        live = [e for e in self._items if not e.removed]
+        if not live:
+            self._items = []
+            return None
+        def ratio(e):
+            s = max(e.expected_tokens, 1.0) / self._tps
+            return ((now - e.arrival) + s) / s
+        best = max(live, key=lambda e: (ratio(e), -e.seq))
+        self._items = [e for e in live if e is not best]
+        return best
+
+    def _clear_main(self):
+        self._items = []
+
+    def _live_entries(self):
+        return [e for e in self._items if not e.removed]
+
+
+def guard(n: int = 2000, seeds: int = 5, rhos=(0.74, 0.85), c2: float = 2.0,
+          accuracy: float = GUARD_ACCURACY) -> dict:
+    """Every starvation-guard candidate on the same arrivals (paper setup: C² of the whole
+    service distribution), predictor of ranking accuracy ``accuracy``: short P50, long P99
+    and the worst Long wait, against FCFS and the same policy without a guard (τ off).
+
+    Targets (issue 11): short P50 within 15% of τ off, long P99 ≤ FCFS + 25%.
+    """
+    pm = PredictorModel("class", accuracy)
+    out = {"rhos": list(rhos), "c2": c2, "n": n, "seeds": seeds, "accuracy_target": accuracy, "setups": {}}
+    for rho in rhos:
+        b = Bench(spec_paper(c2), rho, n, seeds)
+        rows = {}
+        for label, policy, kw in GUARD_CANDIDATES:
+            kw = dict(kw)
+            factory = None
+            if kw.pop("_pending", None) == "hrrn":
+                factory = lambda: HRRNPending(b.spec.tokens_per_s)  # noqa: E731
+            rows[label] = b.run(policy, None if policy in ("fcfs", "oracle") else pm, pending_factory=factory, **kw)
+        f, off = rows["FCFS"], rows["τ off"]
+        for r in rows.values():
+            r["short_p50_vs_tau_off_pct"] = 100.0 * (r["short_p50"] / off["short_p50"] - 1)
+            r["long_p99_vs_fcfs_pct"] = 100.0 * (r["long_p99"] / f["long_p99"] - 1)
+            r["meets_targets"] = bool(r["short_p50_vs_tau_off_pct"] <= 15.0 and r["long_p99_vs_fcfs_pct"] <= 25.0)
+        out["setups"][f"{rho:.2f}"] = {"rows": rows, "ranking_accuracy": b.accuracy.get(pm.label())}
+    return out
+
+
 def markdown(name: str, res: dict) -> str:
     """Markdown tables for an experiment result."""
     lines: list[str] = []
@@ -421,6 +522,8 @@ def markdown(name: str, res: dict) -> str:
                              + ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in verdict.items()))
                 lines.append("")
     elif name == "bursts":
+        lines += ["", f"cold: a fresh scheduler; warm: the same scheduler after {res.get('warmup', 0)} requests "
+                      "served one at a time, then 10 minutes idle"]
         for pl, rows in res["predictors"].items():
             lines += ["", f"**burst {res['counts'][0]} Short + {res['counts'][2]} Long, predictor {pl}**", "",
                       "| variant | short P50 (s) | short-P50 reduction | worst Long wait (s) | long P50 (s) |",
@@ -466,6 +569,17 @@ def markdown(name: str, res: dict) -> str:
             best = ser["best_within_p99_limit"]
             cells.append(f"{best}: {ser['best_gap_to_oracle_pct']:+.0f}%" if best else "none")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    elif name == "guard":
+        for rho, st in res["setups"].items():
+            acc = st.get("ranking_accuracy")
+            lines += ["", f"**starvation guards, paper setup, ρ = {rho}, C² = {res['c2']}, {res['n']} requests × "
+                          f"{res['seeds']} seeds, predictor ranking accuracy {acc:.3f} (measured)**", "",
+                      "| guard | short P50 (s) | vs τ off | long P99 (s) | vs FCFS | worst Long wait (s) | "
+                      "targets (≤ +15% / ≤ +25%) |", "|---|---|---|---|---|---|---|"]
+            for label, r in st["rows"].items():
+                lines.append(f"| {label} | {r['short_p50']:.2f} | {r['short_p50_vs_tau_off_pct']:+.1f}% | "
+                             f"{r['long_p99']:.1f} | {r['long_p99_vs_fcfs_pct']:+.1f}% | {r['long_max_wait']:.1f} | "
+                             f"{'both' if r['meets_targets'] else '–'} |")
     elif name == "speed":
         lines.append(f"one simulation of {res['n']} requests × {res['seeds']} seeds: {res['seconds']:.2f} s "
                      f"(FCFS on the same workloads: {res['fcfs_seconds_same_workloads']:.2f} s)")
@@ -473,4 +587,4 @@ def markdown(name: str, res: dict) -> str:
 
 
 EXPERIMENTS = {"table10": table10, "rho": rho_sweep, "variants": variants, "bursts": bursts, "noise": noise,
-               "frontier": frontier, "speed": speed}
+               "frontier": frontier, "speed": speed, "guard": guard}

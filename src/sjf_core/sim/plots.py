@@ -28,7 +28,7 @@ def fig3(res: dict, out: Path) -> Path:
     fig, axes = plt.subplots(1, len(setups), figsize=(6.5 * len(setups), 4.5), squeeze=False)
     for ax, setup in zip(axes[0], setups):
         for label, vals in res["series"][setup]["short_p50_reduction_pct"].items():
-            style = "-" if "fcfs-bound" in label else "--" if "strict" in label else ":" if "aged" in label else "-."
+            style = "-" if "work-bound" in label else "-." if "fcfs-bound" in label else "--" if "strict" in label else ":" if "aged" in label else "-."
             ax.plot(res["rhos"], vals, style, marker="o", ms=3, label=label)
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xlabel("utilisation ρ")
