@@ -166,7 +166,8 @@ def bench_app_burst(rows, n_task: int = 20, n_reply: int = 20, n_warm: int = 50,
     """The ``sjf bench --scenario app-burst`` jobs: a burst of ``n_task`` short tasks of ``app``
     over pasted held-out prompts and ``n_reply`` plain chat replies (held-out prompts with a
     recorded answer of >= ``reply_min_tokens`` tokens, served with that length), shuffled; and ``n_warm``
-    warm-up jobs (half tasks, half replies, interleaved) over *training-split* prompts.
+    warm-up jobs (half tasks, half chat replies of any recorded length, interleaved) over
+    *training-split* prompts.
 
     Args:
         rows: data rows with ``prompt`` and ``tokens`` (:class:`sjf_core.bench.workload.Row`).
@@ -199,7 +200,7 @@ def bench_app_burst(rows, n_task: int = 20, n_reply: int = 20, n_warm: int = 50,
     burst = [(a.user_message(r.prompt), a.tokens(0, rng)) for r in pasted] + [(r.prompt, r.tokens) for r in replies]
     order = rng.permutation(len(burst))
     jobs = [Job(idx=i, prompt=burst[k][0], tokens=int(burst[k][1])) for i, k in enumerate(order)]
-    w_reply = [r for r in train if r.tokens >= reply_min_tokens][: n_warm - n_warm // 2]
+    w_reply = train[: n_warm - n_warm // 2]  # warm-up replies: any length, as people chat
     used = {r.prompt for r in w_reply}
     w_task = [r for r in train if r.prompt not in used][: n_warm // 2]
     warm = []
