@@ -301,7 +301,7 @@ def section_e(iters: int = 2000) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="b,c,d,e")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     os.environ.setdefault("SJF_METRICS", "off")

@@ -18,8 +18,8 @@ Blending (all in ``ln(1 + tokens)``, base ``x = ln(1 + E_base)``):
    only gives σ0²) gives a Bayesian
    estimate (mean, predictive variance) of the answer (:func:`~sjf_core.memory.stats.estimate`,
    prior = the base with the residual variance σ0² of the deployment, learned online);
-   the one with the smallest predictive variance is used: ``μ1``. No key with evidence:
-   ``μ1 = x``.
+   the one with the smallest predictive variance is used, if that is below 0.8 σ0²: ``μ1``.
+   No such key: ``μ1 = x``.
 2. **Neighbours** (:mod:`~sjf_core.memory.neighbours`): ``corr`` = similarity-weighted
    mean residual ``y − μ1`` of the nearest answered requests of the same deployment.
    ``μ = μ1 + w · corr``, where ``w ∈ [0, 1]`` is *earned* twice: it is the ridge
@@ -65,6 +65,9 @@ _SQRT2 = math.sqrt(2.0)
 #: ridge weight of the neighbour coefficient (in units of Σ corr²)
 _LAMBDA_NN = 2.0
 _NN_SALT = b"nn"
+#: a key is used only when its predictive variance is below this fraction of the base's (σ0²):
+#: a key whose answers vary as much as one-off traffic does is no evidence
+_KEY_GAIN = 0.8
 #: neighbour gate: re-checked every _GATE_EVERY answers, needs _GATE_MIN in the window and a
 #: ranking accuracy gain of at least _GATE_MARGIN
 _GATE_EVERY, _GATE_MIN, _GATE_MARGIN, _GATE_MIN_CLASS = 50, 400, 0.02, 30
@@ -203,7 +206,7 @@ class LengthMemory:
             if kind == "group":  # the deployment as a whole: only its σ0² (an offset learnt from a
                 continue         # mix of apps would move the requests no key explains: bad ranking)
             m, v, n = st.estimate(s, x, s0)
-            if n > 0 and v < best_v:
+            if n > 0 and v < best_v and v < _KEY_GAIN * s0:
                 best_m, best_v, best_kind = m, v, kind
         ev.mu1 = best_m
         w = 0.0

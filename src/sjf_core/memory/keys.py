@@ -9,8 +9,10 @@ workers of one deployment must share it). Kinds:
 ``group``   tenant (API key hash, where the body carries one) + model group:
             the broad key, present for every scorable request
 ``system``  the system / developer messages (all of them, in order)
-``head``    the first line of the scored message (normalised, <= 256 chars)
+``head``    the first line of the scored message (normalised, <= 256 chars; of a
+            multi-line message only when it has >= 12 characters)
 ``tail``    the last line of the scored message, when it has more than one line
+            (and >= 12 characters)
 ``outside`` the scored message with fenced (triple backtick), quoted (``>``),
             triple-double-quoted and ``<tag>...</tag>`` blocks removed, when it has one
 ``max``     ``max_tokens`` (or ``max_completion_tokens``/``max_output_tokens``)
@@ -38,6 +40,7 @@ SALT_ENV = "SJF_MEMORY_SALT"
 KINDS = ("group", "system", "head", "tail", "outside", "max")
 _DEFAULT_SALT = b"clairvoyant-sjf/memory/v1"
 _MAX_LINE = 256
+_MIN_LINE = 12
 _MAX_SCAN = 200_000  # characters of a message looked at for template parts
 _WS = re.compile(r"\s+")
 _DIGITS = re.compile(r"\d")
@@ -122,9 +125,14 @@ def template_parts(text: str) -> dict[str, str]:
     lines = [ln for ln in s.splitlines() if ln.strip()]
     if not lines:
         return out
-    out["head"] = _norm(lines[0])[:_MAX_LINE]
-    if len(lines) > 1:
-        out["tail"] = _norm(lines[-1])[:_MAX_LINE]
+    if len(lines) == 1:
+        out["head"] = _norm(lines[0])[:_MAX_LINE]  # a one-line prompt: its exact text
+    else:  # an instruction line, not a stray "Hi," or a fence: at least _MIN_LINE characters
+        head, tail = _norm(lines[0]), _norm(lines[-1])
+        if len(head) >= _MIN_LINE:
+            out["head"] = head[:_MAX_LINE]
+        if len(tail) >= _MIN_LINE:
+            out["tail"] = tail[:_MAX_LINE]
     stripped = _QUOTED.sub(" ", _BLOCKS.sub(" ", s))
     if len(stripped) < len(s):
         o = _norm(stripped)
