@@ -55,6 +55,7 @@ DATA = Path(os.environ.get("SJF_DATA_DIR", ROOT.parent / "shared" / "data" / "co
 if not DATA.is_dir():
     DATA = Path("/work/shared/data/conversations")
 TPS, OVERHEAD_S = 30.0, 0.3
+MIN_CLASS = 10
 
 
 def oracle(tokens: float) -> Prediction:
@@ -215,12 +216,13 @@ def section_d(base: Base, files=("alpaca_eval", "arena_hard_v0_1", "arena_bench_
                 continue
             tt = [t for _, t in test]
             cold_scores = [base.get(scored_text(appmix.chat_body(p)))[0].expected_tokens for p, _ in test]
-            cold = ranking_accuracy(cold_scores, tt)[0]
+            cold, n_s, n_l = ranking_accuracy(cold_scores, tt)
             if math.isnan(cold):
                 continue
             rng = np.random.default_rng(abs(hash(model)) % (2 ** 32))
             order = [train[i] for i in rng.permutation(len(train))]
-            row = {"model": model, "cold": cold, "n_test": len(test), "n_train": len(train)}
+            row = {"model": model, "cold": cold, "n_test": len(test), "n_train": len(train), "n_short": n_s,
+                   "n_long": n_l}
             for n in ns:
                 mem = LengthMemory()
                 for p, t in order[:n]:
@@ -233,14 +235,18 @@ def section_d(base: Base, files=("alpaca_eval", "arena_hard_v0_1", "arena_bench_
             continue
         cold = np.array([r["cold"] for r in res])
         weak = cold < 0.65
+        robust = np.array([min(r["n_short"], r["n_long"]) >= MIN_CLASS for r in res])
         cells = []
-        summ = {"models": len(res), "cold_mean": float(cold.mean()), "weak": int(weak.sum())}
+        summ = {"models": len(res), "cold_mean": float(cold.mean()), "weak": int(weak.sum()),
+                "robust": int(robust.sum()),
+                "weak_min_class": [min(r["n_short"], r["n_long"]) for r, w in zip(res, weak) if w]}
         for n in ns:
             dlt = np.array([r[f"acc{n}"] for r in res]) - cold
             cells.append(f"{100 * dlt.mean():>+7.2f} {100 * dlt.min():>+6.2f} {int((dlt < -0.01).sum()):>5}")
             summ[f"delta{n}_mean_pp"] = float(100 * dlt.mean())
             summ[f"delta{n}_min_pp"] = float(100 * dlt.min())
             summ[f"drops_over_1pp_{n}"] = int((dlt < -0.01).sum())
+            summ[f"drops_over_1pp_{n}_robust"] = int((dlt[robust] < -0.01).sum())
             summ[f"weak_delta{n}_mean_pp"] = float(100 * dlt[weak].mean()) if weak.any() else None
         wk = " ".join(f"{summ[f'weak_delta{n}_mean_pp']:>+9.2f}" if summ[f"weak_delta{n}_mean_pp"] is not None
                       else f"{'-':>9}" for n in ns)
@@ -248,7 +254,12 @@ def section_d(base: Base, files=("alpaca_eval", "arena_hard_v0_1", "arena_bench_
         summ["rows"] = res
         out[fname] = summ
     print("cold = base alone; d@N = mean change in pp after N answers (or all the model's other answers "
-          "if fewer); min = worst model; <-1pp = models that dropped more than 1 pp; weak = models with cold < 0.65")
+          "if fewer); min = worst model; <-1pp = models that dropped more than 1 pp; weak = models with cold < 0.65; "
+          f"drops > 1 pp among models with >= {MIN_CLASS} held-out Short and Long answers: "
+          + ", ".join(f"{f}: " + "/".join(str(v[f'drops_over_1pp_{n}_robust']) for n in ns) + f" of {v['robust']}"
+                      for f, v in out.items()))
+    print("weak models' smaller class (Short or Long) on their held-out prompts: "
+          + "; ".join(f"{f}: {sorted(v['weak_min_class'])}" for f, v in out.items()))
     return out
 
 

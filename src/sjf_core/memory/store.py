@@ -14,7 +14,8 @@ Redis data model (one hash tag ``{<prefix>:mem}`` for every key, like the queue'
 * ``{<prefix>:mem}:ring``: a stream of answered requests for the neighbour ring
   (fields ``w`` worker id, ``g`` group id, ``r`` residual, ``p`` the 32 float32 of the
   point as bytes), capped at ``MAXLEN ~ capacity``. Each worker reads what the others
-  added since its last read with the same round trip as the key reads.
+  added since its last read with the same round trip as the key reads (at most 256
+  entries per read: a new worker catches up on a full ring over a few dozen scorings).
 
 Reads are synchronous (one pipelined round trip per scoring, ``op_timeout_s``); writes
 go to a background thread (:meth:`RedisStore.flush` waits for them). Any Redis error marks
@@ -41,6 +42,9 @@ __all__ = ["LocalStore", "RedisStore", "BYTES_PER_KEY"]
 BYTES_PER_KEY = 16 + 33 + 6 * 8 + 56 + 8 + 100
 
 _FIELDS = ("n", "sz", "sd", "szz", "szd", "sdd")
+#: ring entries read per scoring round trip: a worker joining a full ring catches up over a
+#: few dozen scorings instead of one slow read
+_RING_BATCH = 256
 
 _ADD_LUA = """
 -- KEYS: evidence hashes; ARGV[1] gamma, ARGV[2] ttl ms, then 6 increments per key
@@ -172,7 +176,7 @@ class RedisStore:
                 p = self._r.pipeline(transaction=False)
                 for d in digests:
                     p.hmget(self.key(d), _FIELDS)
-                p.xrange(self.ring_key, min="(" + self._last_id, count=self.capacity)
+                p.xrange(self.ring_key, min="(" + self._last_id, count=_RING_BATCH)
                 res = p.execute()
                 new: list[tuple] = []
                 ring = res[-1]
