@@ -14,5 +14,7 @@ setup(
     # Optional C accelerator of the feature extractors (sjf_core.fastscan); without a C
     # compiler the build skips it and the pure-Python extractors are used (same numbers).
     ext_modules=[Extension("sjf_core._scan", ["src/sjf_core/_scan.c"], optional=True,
-                           extra_compile_args=["-O2"])],
+                           extra_compile_args=["-O2"]),
+                 # the lexicon score (sjf_core.lexicon), same contract: optional, same numbers
+                 Extension("sjf_core._lex", ["src/sjf_core/_lex.c"], optional=True, extra_compile_args=["-O2"])],
 )

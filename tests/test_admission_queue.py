@@ -279,7 +279,8 @@ async def test_priority_and_deadline_metadata_reach_the_order():
     clock.t += 2.0  # deadline-long: latest start = 31 - 30.1 s (Long mean) = 0.9 s: due
     holder.release()
     await asyncio.gather(*tasks)
-    assert order == ["deadline-long", "vip-long", "plain-short"]
+    # strict bands: the priority-5 band first; the due deadline then goes first inside band 0
+    assert order == ["vip-long", "deadline-long", "plain-short"]
 
 
 # ---- rate limit -----------------------------------------------------------------------------------

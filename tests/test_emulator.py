@@ -228,8 +228,9 @@ async def test_stats_reset_and_privacy(emulator_factory):
             st = await r.json()
         (rec,) = st["order"]
         assert rec["t_out"] >= rec["t_in"]
-        assert {k: v for k, v in rec.items() if k not in ("t_in", "t_out")} == {
+        assert {k: v for k, v in rec.items() if k not in ("t_in", "t_start", "t_out")} == {
             "seq": 1, "hash": short_hash("short one"), "id": "req-7", "tokens": 20, "outcome": "ok", "probe": False,
+                "stream": False, "api": "chat", "sjf_headers": [],
             "keys": ["messages", "model"]}
         assert "short one" not in json.dumps(st)
         async with s.post(f"http://127.0.0.1:{emu.port}/emulator/reset") as r:
@@ -315,3 +316,90 @@ async def test_hold_fault_and_release(emulator_factory):
     st = emu.stats()
     assert [o["hash"] for o in st["order"]] == [short_hash("holder"), short_hash("after")]
     assert st["order"][0]["keys"] == ["messages", "model"] and st["held"] == 0
+
+
+# ---- disconnect modes, records, Ollama's native API, /props ---------------------------------
+@pytest.mark.parametrize("stream, keeps_going", [(False, True), (True, False)])
+async def test_disconnect_stop_streams_mode(emulator_factory, stream, keeps_going):
+    """llama-cpp-python: a non-streamed orphan is generated to its end, a stream stops."""
+    emu = await emulator_factory(tokens_per_s=2000, on_disconnect="stop-streams", trace_records=TRACE)
+    c = _client(emu)
+
+    async def call():
+        r = await c.chat.completions.create(model="m", messages=_msg("very long one"), stream=stream)
+        if stream:
+            async for _ in r:
+                pass
+
+    running = asyncio.create_task(call())
+    assert await _until(lambda: emu.stats()["generating"] == 1)
+    running.cancel()
+    assert await _until(lambda: emu.stats()["in_flight"] == 0, timeout=30)
+    st = emu.stats()
+    assert st["order"][0]["outcome"] == "disconnected" and st["disconnects"] == 1
+    assert (st["completion_tokens"] == 4000) is keeps_going, st["completion_tokens"]
+
+
+def test_max_overlap_and_idle_gaps_from_records():
+    from sjf_core.emulator import idle_gaps, max_overlap
+
+    recs = [{"seq": 1, "t_in": 0.0, "t_out": 2.0}, {"seq": 2, "t_in": 1.0, "t_out": 3.0},
+            {"seq": 3, "t_in": 3.0, "t_out": 4.0}, {"seq": 4, "t_in": 3.5, "t_out": 5.0, "probe": True},
+            {"seq": 5, "t_in": 4.5, "t_out": 6.0}]
+    assert max_overlap(recs) == 2 and max_overlap(recs, probes=True) == 2
+    assert max_overlap(recs[2:]) == 1 and max_overlap(recs[2:], probes=True) == 2
+    assert idle_gaps(recs) == [(3, 0.0), (5, 0.5)]
+
+
+async def _ndjson(session, url, body):
+    async with session.post(url, json=body) as r:
+        assert r.status == 200, await r.text()
+        if body.get("stream") is False:
+            return r.headers["Content-Type"], [await r.json()]
+        lines = [json.loads(line) async for line in r.content if line.strip()]
+        return r.headers["Content-Type"], lines
+
+
+async def test_ollama_native_api(emulator_factory):
+    emu = await emulator_factory(tokens_per_s=5000, trace_records=TRACE)
+    root = f"http://127.0.0.1:{emu.port}"
+    async with aiohttp.ClientSession() as s:
+        # /api/chat streams NDJSON by default; the last line carries the counts
+        ctype, lines = await _ndjson(s, root + "/api/chat", {"model": "llama3", "messages": _msg("short one")})
+        assert ctype.startswith("application/x-ndjson")
+        assert all(not ln["done"] for ln in lines[:-1]) and lines[-1]["done"] is True
+        assert "".join(ln["message"]["content"] for ln in lines).split() == ["lorem", "ipsum", "dolor", "sit", "amet",
+                                                                          "consectetur", "adipiscing", "elit", "sed",
+                                                                          "do"] * 2
+        assert lines[-1]["eval_count"] == 20 and lines[-1]["done_reason"] == "stop"
+        assert lines[-1]["prompt_eval_count"] >= 1 and lines[-1]["model"] == "llama3"
+        # "stream": false: one object; options.num_predict caps the answer
+        _, (obj,) = await _ndjson(s, root + "/api/chat", {"model": "llama3", "messages": _msg("long one"),
+                                                         "stream": False, "options": {"num_predict": 7}})
+        assert obj["done"] is True and obj["eval_count"] == 7 and obj["done_reason"] == "length"
+        assert obj["message"]["role"] == "assistant" and len(obj["message"]["content"].split()) == 7
+        # /api/generate scores "prompt" and answers in "response"
+        _, lines = await _ndjson(s, root + "/api/generate", {"model": "llama3", "prompt": "medium one"})
+        assert "".join(ln["response"] for ln in lines).count(" ") == 120 and lines[-1]["eval_count"] == 120
+        _, (obj,) = await _ndjson(s, root + "/api/generate", {"model": "llama3", "prompt": "medium one",
+                                                             "stream": False, "options": {"num_predict": 1}})
+        assert obj["eval_count"] == 1 and obj["response"] == " lorem"
+        async with s.get(root + "/api/tags") as r:
+            assert (await r.json())["models"][0]["name"] == "emulator"
+    st = emu.stats()
+    assert [o["api"] for o in st["order"]] == ["ollama-chat", "ollama-chat", "ollama-generate", "ollama-generate"]
+    assert [o["stream"] for o in st["order"]] == [True, False, True, False]
+    assert [o["hash"] for o in st["order"]] == [short_hash(t) for t in ("short one", "long one", "medium one",
+                                                                         "medium one")]
+    assert st["max_in_flight"] == 1 and st["served"] == 4
+
+
+@pytest.mark.parametrize("props", [True, False])
+async def test_props_reports_total_slots(emulator_factory, props):
+    emu = await emulator_factory(slots=3, props=props)
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"http://127.0.0.1:{emu.port}/props") as r:
+            if props:
+                assert r.status == 200 and (await r.json())["total_slots"] == 3
+            else:
+                assert r.status == 404

@@ -49,7 +49,7 @@ TRACE = (
        {"prompt": "drop midway", "answer_tokens": 200, "fault": "drop-mid"},
        {"prompt": "abandoned stream", "answer_tokens": 600},
        {"prompt": "abandoned while queued", "answer_tokens": 10},
-       {"prompt": "abandoned non-stream", "answer_tokens": 800},
+       {"prompt": "abandoned non-stream", "answer_tokens": 2400},
        {"prompt": "two slots", "answer_tokens": 150},
        {"prompt": "a very long stream", "answer_tokens": 2000}]
 )
@@ -155,8 +155,7 @@ def main():
     proxy = None
     try:
         proxy, port = _start(emus, {"SJF_TAU": "off", "SJF_PROMOTION": "strict",
-                                    "SJF_BACKEND_SLOTS": json.dumps({emus["c"].base_url: 2}),
-                                    "SJF_ORPHAN_HOLD_MAX_S": "3"},
+                                    "SJF_BACKEND_SLOTS": json.dumps({emus["c"].base_url: 2})},
                              router_settings={"fallbacks": [{"f": ["b"]}]})
         yield Harness(proxy, port, emus)
     finally:
@@ -235,8 +234,8 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
     assert await holder == 5
 
     # 2. a mix at once: successes, backend 500s, dropped connections, a mid-stream drop,
-    #    a client that leaves mid-stream (a keeps generating: drained), and one that leaves
-    #    a non-streamed answer mid-generation (b stops generating).
+    #    a client that leaves mid-stream (a keeps generating for nobody), and one that
+    #    leaves a non-streamed answer mid-generation (b stops generating).
     async def leave_mid_stream(model, prompt, after_chunks=3):
         async with h.client() as c:
             s = await c.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
@@ -279,6 +278,23 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
     assert "no error" not in results[2:6], results
     assert results[6] == "left" and results[7] == "left"
 
+    # 3. a client that leaves a non-streamed answer that a goes on generating for nobody,
+    #    while a request waits for the slot (on b, which stops, "never 2 in flight" could
+    #    not fail: issue 15)
+    async def running_then_cancelled(prompt):
+        async with httpx.AsyncClient(timeout=120) as hc:
+            await hc.post(h.proxy.openai_base_url + "/chat/completions",
+                          headers={"Authorization": f"Bearer {h.proxy.master_key}"},
+                          json={"model": "a", "messages": [{"role": "user", "content": prompt}]})
+
+    orphan = asyncio.create_task(running_then_cancelled("abandoned non-stream"))
+    assert await until(lambda: h.emus["a"].stats()["generating"] == 1
+                       and h.emus["a"].stats()["order"][-1]["hash"] == short_hash("abandoned non-stream")), h.dump()
+    follow = asyncio.create_task(h.chat("a", "ok short"))
+    assert await until(lambda: h.queue("a")["waiting"] == 1), h.dump()
+    orphan.cancel()
+    assert await follow == 30
+
     # everything settles: no slot held, nothing queued, no call tracked, both backends idle
     assert await until(lambda: h.idle("a") and h.idle("b") and h.status()["draining"] == 0, timeout=60), h.dump()
     st = h.status()
@@ -291,11 +307,13 @@ async def test_zero_leaked_slots_after_mixed_outcomes(main):
         assert q["expired"] == before[n].get("expired", 0), "a slot was freed by the lease safety net, not a hook"
     # the queued client that left never reached the backend
     assert short_hash("abandoned while queued") not in [o["hash"] for o in h.emus["a"].stats()["order"]]
-    # a keeps generating for a client that left: the plugin drained it before admitting more
+    # a keeps generating for a client that left: the plugin held the slot until its idle probe
+    # returned before admitting more (the stream on a, the non-streamed answer on b)
     ea = h.emus["a"].stats()
-    assert ea["max_in_flight"] == 1, h.dump()
-    assert st["counters"]["drained"] >= 1
-    assert st["counters"]["orphan_holds"] >= 1, "the non-streamed answer b was still generating must hold its slot"
+    assert ea["max_in_flight"] == 1 and ea["max_probes_in_flight"] <= 1, h.dump()
+    orphan = [o for o in ea["order"] if o["hash"] == short_hash("abandoned non-stream")]
+    assert [o["outcome"] for o in orphan] == ["disconnected"], h.dump()  # it was generated for nobody
+    assert st["counters"]["orphan_probes"] >= 2 and st["counters"]["released_probe"] >= 2, h.dump()
     assert h.emus["b"].stats()["max_in_flight"] == 1, h.dump()
     # and a follow-up request on each backend is served at once
     assert await h.chat("a", "ok short") == 30 and await h.chat("b", "ok short") == 30
@@ -462,7 +480,7 @@ def test_settings_from_env_and_file(tmp_path):
     s = load_settings({"SJF_CONFIG": str(f), "SJF_TAU": "off", "SJF_BACKEND_SLOTS": "http://h:2/v1=4,http://h:3/v1=1"})
     assert (s.policy, s.tau, s.slots) == ("sjf-tokens", "off", 2)  # env beats the file
     assert s.backend_slots == {"http://h:1/v1": 3, "http://h:2/v1": 4, "http://h:3/v1": 1}
-    assert s.on_disconnect_for("http://h:1/v1/") == "release" and s.on_disconnect_for("http://h:2/v1") == "drain"
+    assert s.on_disconnect_for("http://h:1/v1/") == "release" and s.on_disconnect_for("http://h:2/v1") == "probe"
     assert s.backend_overload == {"http://h:1/v1": {"max_queue_depth": 5}}
     s = load_settings({"SJF_BACKEND_SLOTS": '{"http://x/v1": 2}', "SJF_PREDICTOR": "none"})
     assert s.backend_slots == {"http://x/v1": 2} and s.predictor is None

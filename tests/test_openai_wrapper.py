@@ -4,12 +4,19 @@ Every test drives ``openai.AsyncOpenAI`` (wrapped) against an in-process
 :class:`sjf_core.emulator.Emulator` (a real aiohttp server on 127.0.0.1). The
 emulator's own counters (``max_in_flight``, service ``order``) are the ground
 truth for what reached the backend.
+
+The file runs against openai 1.x/2.x (on ``httpx``) and 3.x (on ``httpx2``): ``SDK_HTTP``
+is the HTTP library of the installed SDK's default client, and the tests that bring
+their own ``http_client`` run once per library the installed SDK accepts (``USER_HTTP``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
+import json
+import sys
 import warnings
 
 import httpx
@@ -19,11 +26,39 @@ import pytest
 import openai_sjf
 from openai_sjf import registry
 from sjf_core.admission import QueueEvents
-from sjf_core.emulator import REQUEST_ID_HEADER
+from sjf_core.backend_probe import PROBE_HEADER, PROBE_PROMPT
+from sjf_core.emulator import REQUEST_ID_HEADER, short_hash
 from sjf_core.prediction import Prediction
 from sjf_core.scheduler import Scheduler
 
 FAULT = "x-emulator-fault"
+
+
+def _sdk_http_module():
+    """The HTTP library (module) of the installed SDK's default async client."""
+    for c in openai.DefaultAsyncHttpxClient.__mro__:
+        if c.__name__ == "AsyncClient" and c.__module__.split(".")[0] in ("httpx", "httpx2"):
+            return sys.modules[c.__module__.split(".")[0]]
+    raise AssertionError(f"the openai SDK's default client is on neither httpx nor httpx2: "
+                         f"{openai.DefaultAsyncHttpxClient.__mro__}")
+
+
+def _accepted_user_http_modules():
+    """httpx, and httpx2 where it is installed and the SDK accepts an httpx2.AsyncClient."""
+    mods = [httpx]
+    try:
+        httpx2 = importlib.import_module("httpx2")
+    except ImportError:
+        return mods
+    try:
+        openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", http_client=httpx2.AsyncClient())
+    except TypeError:  # openai 1.x: httpx only
+        return mods
+    return mods + [httpx2]
+
+
+SDK_HTTP = _sdk_http_module()
+USER_HTTP = _accepted_user_http_modules()
 
 
 class KeywordPredictor:
@@ -104,6 +139,9 @@ async def test_wrap_keeps_class_settings_and_original(emulator_factory):
     assert (wrapped.timeout, wrapped.max_retries) == (12.5, 4)
     assert wrapped.default_headers["x-team"] == "a" and wrapped.default_query == {"q": "1"}
     assert isinstance(wrapped._client._transport, openai_sjf.SJFTransport)
+    # the wrapped client and its transport are of the SDK's own HTTP library
+    assert isinstance(wrapped._client, SDK_HTTP.AsyncClient)
+    assert isinstance(wrapped._client._transport, SDK_HTTP.AsyncBaseTransport)
     # the original client is untouched and keeps working without admission
     assert not isinstance(base._client._transport, openai_sjf.SJFTransport)
     assert wrapped._client._transport.inner is base._client._transport
@@ -120,12 +158,13 @@ async def test_wrap_keeps_class_settings_and_original(emulator_factory):
         openai_sjf.wrap(base, scheduler=Scheduler(), slots=2)
 
 
-async def test_user_transport_headers_query_and_retries_take_effect(emulator_factory):
+@pytest.mark.parametrize("lib", USER_HTTP, ids=lambda m: m.__name__)
+async def test_user_transport_headers_query_and_retries_take_effect(emulator_factory, lib):
     emu = await emulator_factory(tokens_per_s=5000)
-    seen: list[httpx.Request] = []
+    seen: list = []
     hooked: list[str] = []
 
-    class CountingTransport(httpx.AsyncHTTPTransport):
+    class CountingTransport(lib.AsyncHTTPTransport):
         async def handle_async_request(self, request):
             seen.append(request)
             return await super().handle_async_request(request)
@@ -133,7 +172,7 @@ async def test_user_transport_headers_query_and_retries_take_effect(emulator_fac
     async def hook(request):
         hooked.append(request.url.path)
 
-    http = httpx.AsyncClient(transport=CountingTransport(), event_hooks={"request": [hook]})
+    http = lib.AsyncClient(transport=CountingTransport(), event_hooks={"request": [hook]})
     sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec := Recorder()])
     client = openai_sjf.wrap(
         openai.AsyncOpenAI(base_url=emu.base_url, api_key="sk-user", organization="org-9", http_client=http,
@@ -141,6 +180,7 @@ async def test_user_transport_headers_query_and_retries_take_effect(emulator_fac
         scheduler=sched)
     client = client.with_options(max_retries=2)  # SDK copies keep the wrapper too
     assert isinstance(client._client._transport, openai_sjf.SJFTransport)
+    assert isinstance(client._client._transport, lib.AsyncBaseTransport)
 
     r = await client.chat.completions.create(model="m", messages=msg("short please"))
     assert r.choices[0].message.content
@@ -252,12 +292,16 @@ async def test_zero_leaked_slots_after_mixed_outcomes(emulator_factory):
         await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={FAULT: "500"})
     with pytest.raises(openai.APIConnectionError):
         await client.chat.completions.create(model="m", messages=msg("short"), extra_headers={FAULT: "drop"})
-    with pytest.raises(httpx.RemoteProtocolError):  # the SDK surfaces mid-stream drops as httpx errors
+    # openai 1.x/2.x surfaces a mid-stream drop as the httpx error, 3.x as APIConnectionError
+    with pytest.raises((SDK_HTTP.RemoteProtocolError, openai.APIConnectionError)):
         st = await client.chat.completions.create(model="m", messages=msg("long drop mid"), stream=True,
                                                   extra_headers={FAULT: "drop-mid"})
         async for _ in st:
             pass
-    assert q.in_flight == 0
+    # a broken connection may leave the backend working: both drops held their slot until an
+    # idle probe of the backend returned (openai_sjf.orphans), then released it
+    await until(lambda: q.in_flight == 0)
+    assert (t.stats.orphans, t.stats.probes_ok) == (2, 2)
 
     # cancellation while queued: the request leaves the queue and never reaches the backend
     blocker = await _open_blocker(client)
@@ -370,12 +414,13 @@ async def test_unreadable_bodies_pass_through_in_fcfs_order(emulator_factory):
     # Behind a blocker it must wait, so the wrapper parses it (at zero contention it would not).
     t = openai_sjf.transport_of(client)
     blocker = await _open_blocker(client, "blocker2")
-    bad = asyncio.ensure_future(client.post("/chat/completions", cast_to=object, content=b"this is not json"))
+    # (sent with the wrapped client's own HTTP client: openai 1.x's ``post`` has no ``content=``)
+    bad = asyncio.ensure_future(client._client.post(str(client.base_url).rstrip("/") + "/chat/completions",
+                                                    content=b"this is not json"))
     await until(lambda: q.waiting == 1)
     assert t.stats.unparsable == 1
     await _finish(blocker)
-    with pytest.raises(openai.BadRequestError):
-        await bad
+    assert (await bad).status_code == 400
     assert emu.stats()["bad_requests"] == 1
     assert q.in_flight == 0 and q.waiting == 0
 
@@ -449,18 +494,19 @@ async def test_stream_left_with_async_for_break_does_not_block_the_next_request(
 
 
 # ---- smaller contracts ---------------------------------------------------------------------------
-async def test_user_transport_returning_a_read_body_releases_at_once():
+@pytest.mark.parametrize("lib", USER_HTTP, ids=lambda m: m.__name__)
+async def test_user_transport_returning_a_read_body_releases_at_once(lib):
     body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}}
 
-    class CannedTransport(httpx.AsyncBaseTransport):  # e.g. a caching transport: body already in memory
+    class CannedTransport(lib.AsyncBaseTransport):  # e.g. a caching transport: body already in memory
         async def handle_async_request(self, request):
-            return httpx.Response(200, json=body)
+            return lib.Response(200, json=body)
 
     rec = Recorder()
     sched = Scheduler(predictor=KeywordPredictor(), listeners=[rec])
-    http = httpx.AsyncClient(transport=CannedTransport())
+    http = lib.AsyncClient(transport=CannedTransport())
     client = openai_sjf.wrap(openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", http_client=http),
                              scheduler=sched)
     for _ in range(3):
@@ -505,8 +551,8 @@ def test_usage_tokens_reads_only_real_usage_keys():
     assert usage_tokens(b"", b"data: [DONE]\n\n") is None
 
 
-@pytest.mark.parametrize("on_close, backend_max", [("release", 2), ("drain", 1)])
-async def test_on_close_drain_keeps_the_bound_on_a_backend_that_keeps_generating(
+@pytest.mark.parametrize("on_close, backend_max", [("probe", 1), ("release", 2), ("drain", 1)])
+async def test_on_close_keeps_the_bound_on_a_backend_that_keeps_generating(
         emulator_factory, on_close, backend_max):
     # like llama-cpp-python: a disconnected request is generated to its end anyway
     emu = await emulator_factory(tokens_per_s=3000, on_disconnect="continue", trace_records=[
@@ -525,15 +571,155 @@ async def test_on_close_drain_keeps_the_bound_on_a_backend_that_keeps_generating
         held = q.in_flight
         r = await client.chat.completions.create(model="m", messages=msg("short next"))
         assert r.usage.completion_tokens == 5
-        assert held == (1 if on_close == "drain" else 0)
+        assert held == (0 if on_close == "release" else 1)
     await until(lambda: q.in_flight == 0 and emu.stats()["in_flight"] == 0)
-    assert emu.stats()["max_in_flight"] == backend_max
-    # an abandoned stream is released in either mode
+    # the backend's own records (our idle probes left out): "release" lets the next request
+    # in beside the orphan, "probe" and "drain" never
+    assert backend_overlap(emu) == backend_max
+    probes = [r for r in emu.stats()["order"] if r.get("probe")]
+    assert len(probes) == (2 if on_close == "probe" else 0)
+    # an abandoned stream is released in every mode
     abandoned = await _open_blocker(client, name="abandoned")
     del abandoned
     gc.collect()
     await until(lambda: q.in_flight == 0)
     assert q.stats.dispatched == q.stats.released and q.waiting == 0
+
+
+# ---- exact release after an orphaned call (issue 12) -------------------------------------------
+def backend_overlap(emu) -> int:
+    """Most of our requests the backend held at once (arrival ``t_in`` to handler end ``t_out``,
+    from the emulator's records; our own idle probes left out)."""
+    events = []
+    for r in emu.stats()["order"]:
+        if not r.get("probe"):
+            events += [(r["t_in"], 1), (r["t_out"], -1)]
+    cur = best = 0
+    for _, d in sorted(events, key=lambda e: (e[0], e[1])):  # an end before a start at the same instant
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def record(emu, name):
+    (r,) = [r for r in emu.stats()["order"] if r["id"] == name and not r.get("probe")]
+    return r
+
+
+ORPHANS = {  # (prompt, real answer tokens): the KeywordPredictor calls "long" prompts Long
+    "under-predicted": ("Hi!", 300),  # predicted Short, runs 300 tokens
+    "over-predicted": ("write a long and complete chess engine", 60),  # predicted Long, answers 60
+}
+
+
+@pytest.mark.parametrize("how", ["cancel", "timeout"])
+@pytest.mark.parametrize("backend", ["continue", "stop"])
+@pytest.mark.parametrize("case", list(ORPHANS))
+async def test_orphaned_non_streamed_call_holds_the_slot_until_the_backend_is_idle(
+        emulator_factory, case, backend, how):
+    """A non-streamed call cancelled or timed out while the backend answers: the next request
+    is sent exactly when the backend is free, whether it goes on generating the orphan
+    ("continue", like llama-cpp-python) or stops at its next tick ("stop"): never two of our
+    requests at the backend, and the backend idle at most 1 s between the orphan and the next."""
+    prompt, tokens = ORPHANS[case]
+    # tick_s 0.5: a stopping backend notices the disconnect up to 0.5 s late (as Ollama does at
+    # its next token), so releasing at once would put the next request beside the orphan
+    emu = await emulator_factory(tokens_per_s=200, tick_s=0.5, on_disconnect=backend, trace_records=[
+        {"prompt": prompt, "answer_tokens": tokens}, {"prompt": "short next", "answer_tokens": 3}])
+    hooked: list[str] = []
+    sent: list = []  # every request the user's transport carried (ours included)
+
+    async def hook(request):
+        hooked.append(request.url.path)
+
+    class Recording(SDK_HTTP.AsyncHTTPTransport):
+        async def handle_async_request(self, request):
+            sent.append(request)
+            return await super().handle_async_request(request)
+
+    http = SDK_HTTP.AsyncClient(transport=Recording(), event_hooks={"request": [hook]})
+    client = openai_sjf.wrap(
+        openai.AsyncOpenAI(base_url=emu.base_url, api_key="sk-secret", max_retries=0, http_client=http),
+        scheduler=Scheduler(predictor=KeywordPredictor()))
+    q = openai_sjf.queue_of(client)
+    t = openai_sjf.transport_of(client)
+
+    if how == "cancel":
+        orphan = asyncio.ensure_future(client.chat.completions.create(
+            model="m", messages=msg(prompt), extra_headers=rid("orphan")))
+        await until(lambda: emu.stats()["generating"] == 1)  # the backend is answering it
+        orphan.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await orphan
+    else:  # the SDK's read timeout (0.2 s) expires while the backend answers (>= 0.5 s: two ticks)
+        with pytest.raises(openai.APITimeoutError):
+            await client.with_options(timeout=0.2).chat.completions.create(
+                model="m", messages=msg(prompt), extra_headers=rid("orphan"))
+    held = q.in_flight
+    r = await client.chat.completions.create(model="m", messages=msg("short next"), extra_headers=rid("next"))
+    assert r.choices[0].message.content and r.usage.completion_tokens == 3
+    await until(lambda: q.in_flight == 0 and emu.stats()["in_flight"] == 0)
+
+    assert backend_overlap(emu) == 1  # == slots
+    gap = record(emu, "next")["t_in"] - record(emu, "orphan")["t_out"]
+    assert 0 <= gap <= 1.0
+    assert held == 1  # the orphan kept its slot while the backend answered it
+    # one probe of our own: 1 token, the fixed prompt, the client's credentials; not the user's prompt
+    (probe,) = [r for r in emu.stats()["order"] if r.get("probe")]
+    assert probe["tokens"] == 1 and probe["hash"] == short_hash(PROBE_PROMPT) != short_hash(prompt)
+    assert (t.stats.orphans, t.stats.probes_ok, t.stats.probes_failed) == (1, 1, 0)
+    assert hooked == ["/v1/chat/completions"] * 2  # the user's hooks saw their two calls, not the probe
+    (p,) = [x for x in sent if PROBE_HEADER in x.headers]  # it went through the user's transport
+    assert str(p.url) == emu.base_url + "/chat/completions"
+    assert p.headers["authorization"] == "Bearer sk-secret"
+    body = json.loads(p.content)
+    assert body["max_tokens"] == 1 and body["model"] == "m" and prompt not in p.content.decode()
+    await http.aclose()
+
+
+@pytest.mark.parametrize("backend", ["continue", "stop"])
+async def test_stream_closed_early_holds_the_slot_until_the_backend_is_idle(emulator_factory, backend):
+    """Default on_close="probe": a stream closed early, on a backend that stops and on one that
+    goes on: never two of our requests at the backend, idle gap <= 1 s."""
+    emu = await emulator_factory(tokens_per_s=200, tick_s=0.5, on_disconnect=backend, trace_records=[
+        {"prompt": "blocker long", "answer_tokens": 150}, {"prompt": "short next", "answer_tokens": 3}])
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=Scheduler(predictor=KeywordPredictor()))
+    q = openai_sjf.queue_of(client)
+    stream = await _open_blocker(client, name="orphan")
+    await stream.close()
+    held = q.in_flight
+    await client.chat.completions.create(model="m", messages=msg("short next"), extra_headers=rid("next"))
+    await until(lambda: q.in_flight == 0 and emu.stats()["in_flight"] == 0)
+    assert backend_overlap(emu) == 1
+    assert 0 <= record(emu, "next")["t_in"] - record(emu, "orphan")["t_out"] <= 1.0
+    assert held == 1
+    assert openai_sjf.transport_of(client).stats.probes_ok == 1
+
+
+@pytest.mark.parametrize("lease_ttl_s", [None, 1.5])
+async def test_failed_probe_falls_back_to_the_lease_or_releases(emulator_factory, lease_ttl_s):
+    """A probe that cannot succeed (the backend refuses it) never leaks the slot: it is left to
+    the queue's lease (which force-releases it), or released when the probe fails if the queue
+    has no lease; the next request is served either way."""
+    emu = await emulator_factory(tokens_per_s=100, on_disconnect="continue", trace_records=[
+        {"prompt": "Hi!", "answer_tokens": 30}, {"prompt": "short next", "answer_tokens": 3},
+        {"prompt": PROBE_PROMPT, "answer_tokens": 1, "fault": "500"}])
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
+                             scheduler=Scheduler(predictor=KeywordPredictor(), lease_ttl_s=lease_ttl_s))
+    q = openai_sjf.queue_of(client)
+    t = openai_sjf.transport_of(client)
+    orphan = asyncio.ensure_future(client.chat.completions.create(model="m", messages=msg("Hi!")))
+    await until(lambda: emu.stats()["generating"] == 1)
+    orphan.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await orphan
+    r = await client.chat.completions.create(model="m", messages=msg("short next"))
+    assert r.usage.completion_tokens == 3
+    await until(lambda: q.in_flight == 0)
+    assert (t.stats.orphans, t.stats.probes_ok, t.stats.probes_failed) == (1, 0, 1)
+    assert q.stats.expired == (0 if lease_ttl_s is None else 1)  # who released the orphan's slot
+    assert q.stats.dispatched == q.stats.released
 
 
 async def test_internal_scheduler_fault_sends_the_request_anyway(emulator_factory):

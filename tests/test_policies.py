@@ -181,13 +181,13 @@ def test_aging_keeps_burst_order_and_bounds_overtaking():
     assert drain(pend, 12.0) == [1, 2, 0, 3]
 
 
-def test_aging_priority_step_is_worth_the_horizon():
+def test_aging_priority_is_a_strict_band():
     policy = make_policy("sjf", tau=1.0, promotion="aging", horizon=4)
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.5)))
-    pend.push(entry(policy, 1, 3.0, pred(0.5), RequestMeta(priority=1)))  # +1 priority = 4 s earlier
-    pend.push(entry(policy, 2, 5.0, pred(0.5), RequestMeta(priority=1)))  # 5 - 4 = 1 s: after #0
-    assert drain(pend, 6.0) == [1, 0, 2]
+    pend.push(entry(policy, 1, 3.0, pred(0.9), RequestMeta(priority=1)))
+    pend.push(entry(policy, 2, 50.0, pred(0.9), RequestMeta(priority=1)))  # much younger: still its band first
+    assert drain(pend, 60.0) == [1, 2, 0]
 
 
 def test_aged_sjf_serves_aged_waiters_in_key_order():
@@ -257,15 +257,45 @@ def test_due_deadline_goes_first_earliest_latest_start_first():
     assert pend.deadline_dispatches == 2
 
 
-def test_priority_is_a_tier_with_strict_and_tau_still_wins():
+def test_priority_is_a_strict_band_and_tau_acts_inside_it():
     policy = make_policy("sjf", tau=5.0, promotion="strict")
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.9)))
     pend.push(entry(policy, 1, 9.0, pred(0.95), RequestMeta(priority=2)))
     pend.push(entry(policy, 2, 9.0, pred(0.0)))
-    assert pend.pop(10.0).payload == 0  # aged past τ: before any priority
-    assert pend.pop(10.0).payload == 1  # then priority beats a lower key
+    assert pend.pop(10.0).payload == 1  # the higher band first, although #0 is past τ
+    assert pend.pop(10.0).payload == 0  # then τ promotion inside band 0
     assert pend.pop(10.0).payload == 2
+
+
+@pytest.mark.parametrize("promotion", PROMOTIONS)
+@pytest.mark.parametrize("name", ["sjf", "sjf-tokens", "fair"])
+def test_strict_bands_under_every_due_rule(name, promotion):
+    """A due low-priority waiter (deadline, max_wait_s, τ, served-work bound) never goes
+    before a waiter of a higher band; inside the top band the rules still apply."""
+    policy = make_policy(name, tau=0.5, promotion=promotion, max_wait_s=1.0, slowdown=0.01, work_slack=0.0)
+    pend = policy.new_pending()
+    low = [entry(policy, i, 0.0, pred(0.9, LONG, 900.0), RequestMeta(deadline_s=0.1)) for i in range(3)]
+    for e in low:
+        pend.push(e)
+    # served work advances (work-bound due points of the lows pass) by dispatching a band-0 one
+    assert pend.pop(100.0).payload in (0, 1, 2)
+    high = [entry(policy, 10 + i, 99.0 + i / 10, pred(0.1 * i, SHORT, 50.0 + i), RequestMeta(priority=10))
+            for i in range(4)]
+    for e in high:
+        pend.push(e)
+    got = drain(pend, 200.0)  # every low is long past its deadline, τ and max wait
+    assert sorted(got[:4]) == [10, 11, 12, 13], got
+    assert len(got) == 6 and set(got[4:]) <= {0, 1, 2}
+
+
+def test_due_deadline_applies_inside_the_top_band():
+    policy = make_policy("sjf", tau="off")
+    pend = policy.new_pending()
+    pend.push(entry(policy, 0, 0.0, pred(0.0, SHORT), RequestMeta(priority=5)))
+    pend.push(entry(policy, 1, 0.0, pred(1.0, LONG), RequestMeta(priority=5, deadline_s=5.0)))
+    pend.push(entry(policy, 2, 0.0, pred(1.0, LONG), RequestMeta(deadline_s=1.0)))
+    assert drain(pend, 10.0) == [1, 0, 2]
 
 
 # ---- fair (DRR) -------------------------------------------------------------------------------

@@ -209,3 +209,123 @@ def test_cli_predict_missing_model_fails_cleanly(tmp_path, capsys):
 
     assert main(["predict", "--model", str(tmp_path / "gone.onnx"), "hello"]) == 1
     assert "gone.onnx" in capsys.readouterr().err
+
+
+# ---- layout v3: lexicon column and calibration map (issue 13) ----------------------------------
+def _v3_regressor(tmp_path, lexicon=None, calibration=None, name="v3.onnx"):
+    xgb = pytest.importorskip("xgboost")
+    from sjf_core.features_v3 import LEXICON_COL, N_FEATURES_V3, extract_v3_many
+    from sjf_core.train import export_onnx
+
+    texts = [f"Write a {n}-word essay about topic {i}" if i % 2 else f"What is topic {i}?"
+             for i, n in enumerate(range(100, 3100, 15))]
+    X = extract_v3_many(texts)
+    if lexicon is not None:
+        X[:, LEXICON_COL] = lexicon.score_many(texts)
+    y = np.log1p(np.where(np.arange(len(texts)) % 2 == 1, 1500.0, 40.0))
+    model = xgb.XGBRegressor(n_estimators=20, max_depth=3, n_jobs=1).fit(X, y)
+    meta = dict(lexicon.to_meta()) if lexicon is not None else {}
+    if calibration is not None:
+        import json
+
+        meta["sjf.calibration"] = json.dumps(calibration)
+    return export_onnx(model, "regressor", "v3", N_FEATURES_V3, tmp_path / name, log_sigma=0.6, extra_meta=meta), model
+
+
+def test_v3_model_fills_the_lexicon_column_and_applies_the_calibration_map(tmp_path):
+    from sjf_core.features_v3 import LEXICON_COL, extract_v3
+    from sjf_core.lexicon import Lexicon, buckets_of, fit_lexicon
+    from sjf_core.predictor import calibrated_log1p
+
+    texts = ["What is tea?", "Write a 2000-word essay about tea", "What is salt?", "Write a long story about owls"]
+    lex = fit_lexicon([buckets_of(t) for t in texts], np.log1p([30.0, 2000.0, 30.0, 1500.0]), alpha=0.1)
+    assert lex.score("Write an essay") > lex.score("What is it?")
+    back = Lexicon.from_meta(lex.to_meta())  # float16 round trip
+    np.testing.assert_allclose(back.weights, lex.weights, atol=2e-3 * np.abs(lex.weights).max() + 1e-6)
+    knots = [[2.0, 3.0], [5.0, 6.5], [7.0, 8.0]]
+    path, model = _v3_regressor(tmp_path, back, knots)
+    p = load_predictor(path)
+    x = p.features_many(texts)
+    assert extract_v3(texts[1])[LEXICON_COL] == 0.0  # the extractor leaves it to the predictor
+    np.testing.assert_allclose(x[:, LEXICON_COL], back.score_many(texts), rtol=1e-6)
+    mu = model.predict(x)
+    want = np.expm1(calibrated_log1p(mu, (np.array([2.0, 5.0, 7.0]), np.array([3.0, 6.5, 8.0]))))
+    np.testing.assert_allclose(p.score_many(texts), want, rtol=1e-4)
+    for i, t in enumerate(texts):  # the single-prompt path fills the lexicon column too
+        assert p.predict(t).expected_tokens == pytest.approx(want[i], rel=1e-4)
+    # the map is strictly increasing and extends past the end knots
+    m = np.array([0.0, 2.0, 3.5, 7.0, 9.0])
+    c = calibrated_log1p(m, (np.array([2.0, 5.0, 7.0]), np.array([3.0, 6.5, 8.0])))
+    assert (np.diff(c) > 0).all() and c[0] < 3.0 and c[-1] > 8.0
+
+
+def _add_meta(src: Path, dst: Path, **meta) -> Path:
+    m = onnx.load(str(src))
+    props = {p.key: p.value for p in m.metadata_props}
+    helper.set_model_props(m, {**props, **meta})
+    onnx.save(m, str(dst))
+    return dst
+
+
+def test_bad_lexicon_or_calibration_metadata_is_a_clear_error(tmp_path):
+    from sjf_core.predictor import META_CALIBRATION
+
+    path, _ = _v3_regressor(tmp_path)
+    _with_meta = _add_meta  # keep the model's layout and kind, add or replace one entry
+    with pytest.raises(PredictorError, match="calibration"):
+        load_predictor(_with_meta(path, tmp_path / "c1.onnx", **{META_CALIBRATION: "[[1, 2], [0, 3]]"}))
+    with pytest.raises(PredictorError, match="calibration"):
+        load_predictor(_with_meta(path, tmp_path / "c2.onnx", **{META_CALIBRATION: "not json"}))
+    with pytest.raises(PredictorError, match="lexicon"):
+        load_predictor(_with_meta(path, tmp_path / "l1.onnx", **{"sjf.lexicon": "!!"}))
+    with pytest.raises(PredictorError, match="lexicon"):  # a lexicon on a layout without its column
+        load_predictor(_with_meta(MODEL_A, tmp_path / "l2.onnx", **{"sjf.lexicon": "eJwDAAAAAAE=",
+                                                                      "sjf.lexicon_buckets": "0"}))
+
+
+def test_lexicon_c_accelerator_matches_python():
+    from sjf_core import lexicon
+    from sjf_core.lexicon import Lexicon, buckets_of
+
+    if lexicon._C is None:
+        pytest.skip("sjf_core._lex not built (pip install builds it); the Python path is the reference")
+    rng = np.random.default_rng(5)
+    lex = Lexicon(rng.normal(size=1 << 12).astype(np.float32), 0.25)
+    texts = ["", "   ", "a", "Hello, World! hello world", "ÄÖÜ ß 中文测试 Привет мир", "snake_case 123 x1",
+             "x" * 50_000 + " tail words here", "lone \ud800 surrogate", "\n\n".join(PROMPTS)]
+    texts += ["".join(chr(int(c)) for c in rng.integers(32, 0x2FFF, int(n))) for n in rng.integers(1, 400, 30)]
+    for t in texts:
+        assert lex.score(t) == pytest.approx(lex.score_py(t), rel=1e-12, abs=1e-12)
+    assert len(buckets_of("one two one two")) == 4  # unigrams one, two + bigrams "one two", "two one"
+
+
+def test_v3_length_targets_and_v2l_layout():
+    from sjf_core.features_v2 import extract_v2
+    from sjf_core.features_v3 import FEATURE_NAMES_V3, extract_v3, length_targets
+    from sjf_core.layouts import get_layout
+
+    t = length_targets("write a 2,000-word essay, then list 10 ideas in three sentences each")
+    assert t["word"] == 2000 and t["item"] == 10 and t["sentence"] == 3 and t["tokens"] == pytest.approx(2700)
+    assert length_targets("what is the capital of france?")["tokens"] == 0
+    x = extract_v3("Answer yes or no: is it raining?")
+    names = dict(zip(FEATURE_NAMES_V3, x))
+    assert names["one_unit_answer"] >= 1 and names["req_tokens_est"] == 0 and names["lexicon"] == 0
+    text = "Summarize the following text:\n\n" + "Lorem ipsum dolor sit amet. " * 40 + "\n\nKeep it short."
+    n3 = dict(zip(FEATURE_NAMES_V3, extract_v3(text)))
+    assert n3["first_line_colon"] == 1 and n3["material_ref"] >= 1 and n3["short_last_par"] == 1
+    v2l = get_layout("v2l")
+    assert v2l.names[-1] == "lexicon" and v2l.n_features == len(extract_v2(text)) + 1
+    np.testing.assert_array_equal(v2l.extract(text)[:-1], extract_v2(text))
+    np.testing.assert_array_equal(v2l.extract_many([text, "hi"])[0], v2l.extract(text))
+
+
+def test_shipped_default_is_a_calibrated_lexicon_model():
+    p = load_predictor()
+    assert p.info.layout in ("v2l", "v3") and p._lexicon is not None and p.info.calibration is not None
+    x = p.features_many(PROMPTS)
+    assert np.all(x[:, -1] != 0.0)  # the lexicon column is filled
+    # the calibration map keeps the order of the model output (no new ties or swaps)
+    mu = np.linspace(0, 9, 200)
+    from sjf_core.predictor import calibrated_log1p
+
+    assert (np.diff(calibrated_log1p(mu, p.info.calibration)) > 0).all()

@@ -624,3 +624,69 @@ def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
         load_settings({"SJF_CONFIG": str(f)})
     with pytest.raises(ValueError, match="cannot run policy 'fair'"):
         load_settings({"SJF_REDIS_URL": "redis://h:8/1", "SJF_POLICY": "fair"})
+
+
+# ---- strict priority bands --------------------------------------------------------------------
+BAND_SCENARIOS = [
+    ("sjf", {"tau": 5.5, "promotion": "strict"}),
+    ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 2}),
+    ("sjf", {"tau": 5.5, "promotion": "aging", "horizon": 0.5}),
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 8.5}),
+    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "floor": 0.0, "initial_short_service_s": 0.5}),
+]
+
+
+@pytest.mark.parametrize("policy,opts", BAND_SCENARIOS, ids=[f"{p}-{o}" for p, o in BAND_SCENARIOS])
+async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts):
+    """Old, due low-priority waiters (deadline past, past τ, max wait, FCFS bound) and
+    fresh high-priority ones: both stores serve every priority-10 waiter first, then
+    apply the rule inside band 0, in the same order."""
+    work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
+    work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
+    work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
+    local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+    expected = await dispatch_order(local, work)
+    assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
+    assert expected[-1] == 8  # the lowest band last, although oldest and shortest
+    got = await dispatch_order(stores(slots=1, policy=make_policy(policy, **opts)), work)
+    assert got == expected, (policy, opts)
+
+
+# ---- fair shares across tenants ---------------------------------------------------------------
+@pytest.mark.parametrize("fairness", ["user", "off"])
+async def test_fair_shares_across_tenants_in_redis(stores, fairness):
+    """Three stores (three independent clients of one redis-server) share one backend:
+    tenant "flood" queues 10 short requests, then tenant "lone" one long one. With fair
+    shares the lone one is served within the first 2; without, SJF serves it last."""
+    name = backend()
+    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness=fairness) for _ in range(3)]
+    blocker = qs[0].ticket(pred(0.0), RequestMeta(tenant="holder"))
+    await blocker.acquire()
+    order: list[str] = []
+
+    async def job(q, tenant, p):
+        t = q.ticket(pred(p), RequestMeta(tenant=tenant))
+        await t.acquire()
+        order.append(tenant)
+        await t.arelease(10)
+
+    tasks = []
+    for i in range(10):
+        tasks.append(asyncio.create_task(job(qs[i % 3], "flood", 0.05)))
+    snap = await qs[0].snapshot()
+    while snap["waiting"] < 10:
+        await asyncio.sleep(0.01)
+        snap = await qs[0].snapshot()
+    tasks.append(asyncio.create_task(job(qs[2], "lone", 0.9)))
+    while snap["waiting"] < 11:
+        await asyncio.sleep(0.01)
+        snap = await qs[0].snapshot()
+    await blocker.arelease(10)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    pos = order.index("lone")
+    if fairness == "user":
+        assert pos < 2, order
+    else:
+        assert pos == 10, order
+    snap = await qs[0].snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0

@@ -16,7 +16,32 @@ def chat(*messages):
 def test_chat_last_user_message_string():
     body = chat({"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
                 {"role": "assistant", "content": "ok"}, {"role": "user", "content": "second question"})
-    assert scored_text(body) == "second question"
+    # the system prompt's instructions follow the last user message after a blank line
+    assert scored_text(body) == "second question\n\nbe brief"
+
+
+def test_chat_instructions_from_system_and_developer_are_appended_and_bounded():
+    from sjf_core.text import INSTRUCTION_CHARS
+
+    body = chat({"role": "system", "content": "Reply with a 3-5 word title."},
+                {"role": "developer", "content": [{"type": "text", "text": "No preamble."}]},
+                {"role": "user", "content": "Here is the conversation: ..."})
+    assert scored_text(body) == "Here is the conversation: ...\n\nReply with a 3-5 word title.\nNo preamble."
+    long_sys = "A" * 5000 + "answer in one sentence"
+    got = scored_text(chat({"role": "system", "content": long_sys}, {"role": "user", "content": "q"}))
+    instr = got[len("q\n\n"):]
+    assert got.startswith("q\n\n") and len(instr) == INSTRUCTION_CHARS + 1
+    assert instr.endswith("answer in one sentence") and instr.startswith("AAAA")
+    # an assistant turn or a whitespace-only system prompt adds nothing
+    assert scored_text(chat({"role": "system", "content": "  "}, {"role": "assistant", "content": "x"},
+                            {"role": "user", "content": "q"})) == "q"
+
+
+def test_responses_instructions_field_is_appended():
+    assert scored_text({"input": "q", "instructions": "one word"}, "responses") == "q\n\none word"
+    assert scored_text({"input": [{"role": "user", "content": "q"}], "instructions": "be terse"},
+                       "/v1/responses") == "q\n\nbe terse"
+    assert scored_text({"input": "q", "instructions": 5}, "responses") == "q"
 
 
 def test_chat_content_parts_join_text_and_ignore_media():

@@ -264,3 +264,199 @@ def test_domain_retraining_continues_from_base(corpus, trained, tmp_path):
     model_a = Path(__file__).resolve().parents[1] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
     assert _train(["--base", str(model_a), "--data", str(domain), "--name", "x", "--out-dir", str(tmp_path),
                    "--layout", "v1", "--no-eval"]) == 1
+
+
+# ---- leave-one-source-out evaluation (issue 13) ----------------------------------------------
+def _rows(specs):
+    """Row objects from (prompt, tokens, source, model) tuples."""
+    from sjf_core.train_data import Row
+
+    return [Row(prompt_key(p), s, t, prompt=p, model=m) for p, t, s, m in specs]
+
+
+def test_loso_folds_hold_out_a_family_with_its_duplicates_in_other_files():
+    from sjf_core.loso import family_of, loso_folds
+
+    specs = [("shared prompt", 10, "sharegpt", "chatgpt"), ("Shared   prompt".replace("S", "s"), 900, "lima_train", "human"),
+             ("only lima", 50, "lima_train", "human"), ("only sharegpt", 60, "sharegpt", "chatgpt"),
+             ("arena one", 300, "arena_hard_v0_1", "gpt-4"), ("arena one", 30, "arena_bench_v1", "claude"),
+             ("aux", 5, "hh_rlhf_harmless_test", "x")]
+    ds = build_dataset(_rows(specs))
+    assert family_of("arena_bench_v1") == family_of("arena_hard_v0_1") == "arena"
+    assert family_of("lmsys_chat_1m_sample") == "chatbot_arena" and family_of("hh_rlhf_harmless_test") == "auxiliary"
+    folds = loso_folds(ds)
+    assert sorted(folds) == ["arena", "lima", "sharegpt"]  # auxiliary sources are never held out
+    for fam, (train, held) in folds.items():
+        assert not set(train) & set(held)
+        assert set(train) | set(held) == set(ds.groups)
+    # "shared prompt" is in sharegpt and lima (whitespace-normalised duplicate): held out with either
+    shared = prompt_key("shared prompt")
+    assert shared in folds["lima"][1] and shared not in folds["lima"][0]
+    assert shared in folds["sharegpt"][1] and shared not in folds["sharegpt"][0]
+    assert prompt_key("aux") in folds["arena"][0]
+    assert set(folds["arena"][1]) == {prompt_key("arena one")}
+
+
+def _brute_within(scores, tokens, models):
+    good = pairs = 0
+    for i in range(len(scores)):
+        for j in range(len(scores)):
+            if models[i] is None or models[i] != models[j] or not (tokens[i] < 200 and tokens[j] >= 800):
+                continue
+            pairs += 1
+            good += scores[j] > scores[i]
+    return good / pairs if pairs else float("nan"), pairs
+
+
+def test_within_model_accuracy_compares_only_same_model_pairs():
+    from sjf_core.loso import within_model_accuracy
+
+    # across models the ranking is perfect, within each model it is inverted: within-model sees 0
+    scores = np.array([1.0, 2.0, 10.0, 11.0])
+    tokens = np.array([900, 100, 900, 100])
+    models = np.array(["a", "a", "b", "b"], dtype=object)
+    acc, pairs, n_models = within_model_accuracy(scores, tokens, models)
+    assert acc == 0.0 and pairs == 2 and n_models == 2
+    assert ranking_accuracy(scores, tokens)[0] == 0.25  # the pooled row level counts the cross-model pair
+    rng = np.random.default_rng(3)
+    for _ in range(15):
+        n = int(rng.integers(6, 60))
+        s = rng.integers(0, 8, n).astype(float)
+        t = rng.choice([20, 150, 400, 900, 3000], n)
+        m = rng.choice(np.array(["m1", "m2", "m3", None], dtype=object), n)
+        acc, pairs, _ = within_model_accuracy(s, t, m)
+        want, want_pairs = _brute_within(s, t, list(m))
+        assert pairs == want_pairs
+        if want_pairs:
+            assert acc == pytest.approx(want)
+        else:
+            assert np.isnan(acc)
+
+
+def _brute_tau_b(x, y):
+    n = len(x)
+    c = d = tx = ty = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            a, b = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+            if a == 0 and b == 0:
+                continue
+            if a == 0:
+                tx += 1
+            elif b == 0:
+                ty += 1
+            elif a == b:
+                c += 1
+            else:
+                d += 1
+    return (c - d) / np.sqrt((c + d + tx) * (c + d + ty))
+
+
+def test_tau_b_and_weighted_metrics_match_scipy_and_repeated_rows():
+    from scipy.stats import kendalltau
+
+    from sjf_core.loso import family_metrics, weighted_ranking_accuracy
+
+    x = np.array([1, 2, 2, 3, 5, 5, 7], dtype=float)
+    y = np.array([10, 300, 20, 900, 900, 40, 1000], dtype=float)
+    assert kendall_tau_b(x, y) == pytest.approx(kendalltau(x, y, variant="b").statistic)
+    assert kendall_tau_b(x, y) == pytest.approx(_brute_tau_b(x, y))
+    # bootstrap weights = multiplicities: the same numbers as repeating the rows
+    w = np.array([2, 0, 1, 3, 1, 2, 1], dtype=float)
+    xr, yr = np.repeat(x, w.astype(int)), np.repeat(y, w.astype(int))
+    assert weighted_ranking_accuracy(x, y, w)[0] == pytest.approx(ranking_accuracy(xr, yr)[0])
+    models = np.array(["a"] * 7, dtype=object)
+    fm = family_metrics(x, y, models, weights=w)
+    assert fm["tau_b"] == pytest.approx(kendalltau(xr, yr, variant="b").statistic)
+    assert fm["rows"] == int(w.sum())
+
+
+def test_cap_rows_per_prompt_is_deterministic_and_bounded():
+    from sjf_core.loso import cap_rows_per_prompt
+
+    rows = _rows([("p1", i * 10, "alpaca_eval", f"m{i}") for i in range(50)] + [("p2", 5, "alpaca_eval", "m0")])
+    a, b = cap_rows_per_prompt(rows, 7), cap_rows_per_prompt(list(rows), 7)
+    assert [r.model for r in a] == [r.model for r in b]
+    assert sum(r.key == prompt_key("p1") for r in a) == 7 and sum(r.key == prompt_key("p2") for r in a) == 1
+    assert len(cap_rows_per_prompt(rows, 0)) == len(rows)
+
+
+def test_bootstrap_macro_interval_brackets_the_point():
+    from sjf_core.loso import FamilyData, bootstrap_macro
+
+    rng = np.random.default_rng(0)
+    per = {}
+    for f, noise in (("a", 0.5), ("b", 2.0)):
+        n = 300
+        t = np.exp(rng.uniform(2, 8, n))
+        sc = np.log(t) + rng.normal(0, noise, n)
+        fd = FamilyData(np.array([f"{f}{i}" for i in range(n)], dtype=object), np.arange(n), t,
+                        np.array(["m1", "m2"] * (n // 2), dtype=object), n)
+        per[f] = (fd, sc)
+    r1 = bootstrap_macro(per, n_boot=40, seed=1)
+    r2 = bootstrap_macro(per, n_boot=40, seed=1)
+    assert r1["macro_ci"] == r2["macro_ci"]
+    for m in ("row_eq2", "within_eq2", "tau_b"):
+        lo, hi = r1["macro_ci"][m]
+        assert lo <= r1["macro"][m] <= hi and hi - lo < 0.2
+    assert r1["point"]["a"]["row_eq2"] > r1["point"]["b"]["row_eq2"]  # less noise ranks better
+    assert r1["macro"]["row_eq2"] == pytest.approx((r1["point"]["a"]["row_eq2"] + r1["point"]["b"]["row_eq2"]) / 2)
+
+
+@pytest.fixture(scope="module")
+def family_corpus(tmp_path_factory):
+    """Synthetic files named like three held-out families (two multi-model) and one auxiliary."""
+    d = tmp_path_factory.mktemp("families")
+    for stem, seed, models in (("sharegpt", 1, ["chatgpt"]), ("arena_hard_v0_1", 2, ["big", "small"]),
+                               ("lima_train", 3, ["human"]), ("alpaca_cleaned_1k", 4, ["davinci"])):
+        rows = []
+        for r in _corpus(160, seed):
+            for m in models:
+                rows.append({**r, "model": m, "response_tokens": r["response_tokens"] // (3 if m == "small" else 1)})
+        (d / f"{stem}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return d
+
+
+def test_sjf_eval_loso_json(family_corpus, trained, tmp_path, capsys):
+    from sjf_core.cli import main
+
+    cal = tmp_path / "cal.json"
+    assert main(["eval", "--data", str(family_corpus), "--loso", "--model", str(trained / "syn_v2.onnx"),
+                 "--boot", "10", "--nthread", "1", "--cache-dir", str(tmp_path / "cache"),
+                 "--write-calibration", str(cal), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["families"] == ["arena", "lima", "sharegpt"]
+    assert list(res["peers"]) == ["syn_v2", "prompt-length rule", "LOSO-trained rank", "LOSO-trained general"]
+    gen = res["peers"]["LOSO-trained general"]
+    assert gen["point"]["arena"]["within_models"] == 2  # two answering models
+    assert gen["point"]["lima"]["within_eq2"] is None  # single-model family: no within-model number
+    assert gen["macro"]["row_eq2"] > 0.9  # the instruction decides the length in every family
+    assert gen["macro_ci"]["row_eq2"][0] <= gen["macro"]["row_eq2"] <= gen["macro_ci"]["row_eq2"][1]
+    assert set(res["fit"]["LOSO-trained general"]) == {"arena", "lima", "sharegpt"}
+    knots = json.loads(cal.read_text())["knots"]
+    assert len(knots) >= 2 and all(b[0] > a[0] and b[1] > a[1] for a, b in zip(knots, knots[1:]))
+    assert list((tmp_path / "cache").glob("features-v2l-*.npy"))  # features cached outside the repo
+
+
+def test_sjf_train_general_lexicon_model_and_domain_retraining_keeps_its_lexicon(corpus, tmp_path):
+    from sjf_core.predictor import load_predictor
+
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"knots": [[2.0, 3.5], [5.0, 6.0], [7.5, 7.9]]}))
+    assert _train(["--data", str(corpus), "--name", "gen", "--out-dir", str(tmp_path), "--preset", "general",
+                   "--calibration", str(cal), "--set", "n_estimators=40", "--no-eval"]) == 0
+    card = json.loads((tmp_path / "gen.json").read_text())
+    assert card["feature_layout"]["name"] == "v2l" and card["lexicon"]["alpha"] == 3.0
+    assert card["calibration_knots"] == [[2.0, 3.5], [5.0, 6.0], [7.5, 7.9]]
+    p = load_predictor(tmp_path / "gen.onnx")
+    assert p._lexicon is not None and p.info.calibration is not None
+    s = p.score_many(["What is tea? (9999)", "Write a 2000-word essay about tea, in detail. (9999)"])
+    assert s[1] > s[0]
+    logs = tmp_path / "more.jsonl"
+    logs.write_text("\n".join(json.dumps(r) for r in _corpus(120, 7)) + "\n")
+    assert _train(["--base", str(tmp_path / "gen.onnx"), "--data", str(logs), "--name", "gen_dom",
+                   "--out-dir", str(tmp_path), "--no-eval"]) == 0
+    q = load_predictor(tmp_path / "gen_dom.onnx")
+    assert q.info.layout == "v2l" and q._lexicon is not None
+    np.testing.assert_array_equal(q._lexicon.weights, p._lexicon.weights)  # the base lexicon, not refitted
+    assert q.info.metadata["sjf.calibration"] == p.info.metadata["sjf.calibration"]

@@ -7,10 +7,13 @@ How a request flows (DESIGN.md "LiteLLM facts"):
    ``litellm_call_id``. Nothing waits here, so no slot is taken before the
    deployment is known.
 2. ``async_pre_call_deployment_hook`` (after the router picked a deployment, once per
-   attempt): take a ticket on the queue of that deployment's ``api_base`` and wait
-   for a slot. With ``general_settings.cancel_on_disconnect: true`` a client that
-   leaves while waiting cancels this wait at once: the ticket leaves the queue and
-   the request never reaches the backend (invariant 7).
+   attempt): take a ticket on the queue of that deployment's backend (its normalised
+   ``api_base``, or the ``queue`` named for it) and wait for a slot. A request LiteLLM
+   is certain to reject after this hook (:mod:`litellm_sjf.validate`) takes no ticket.
+   With ``general_settings.cancel_on_disconnect: true`` a client that leaves while
+   waiting cancels this wait at once: the ticket leaves the queue and the request never
+   reaches the backend (invariant 7). ``slots: auto`` asks the backend its slots
+   before its queue is made (:func:`litellm_sjf.deployment.backend_slots`).
 3. Release, exactly once, on whichever path ends the request:
 
    =============================  ==================================================
@@ -19,7 +22,10 @@ How a request flows (DESIGN.md "LiteLLM facts"):
    non-streaming success          ``async_post_call_success_hook`` (answer tokens
                                   from ``usage`` feed τ)
    streaming                      the stream pump's ``finally`` (see below)
-   failure, 499, backend error    ``async_post_call_failure_hook``
+   backend answered an error      ``async_post_call_failure_deployment_hook`` (in the
+                                  request's task, at once)
+   timeout, dropped connection    the same hook, after an idle probe (below)
+   client left (499), other       ``async_post_call_failure_hook``
    anything missed                ``async_log_success_event`` /
                                   ``async_log_failure_event`` (backup), then the
                                   ticket lease (``lease_ttl_s``) as a safety net
@@ -31,25 +37,35 @@ How a request flows (DESIGN.md "LiteLLM facts"):
    on another backend (fallback) hands the old slot back first.
 
 **Keeping "slot free" equal to "backend free" after a client disconnect.** Some
-backends stop generating when their client goes away; others (llama-cpp-python's
-server) keep generating the orphaned answer, so the next request would queue inside
-the backend behind it. Per backend, ``on_disconnect`` chooses:
+backends stop generating when their client goes away; others keep generating the
+orphaned answer (llama-cpp-python for non-streamed calls, Ollama until its next token),
+so the next request would queue inside the backend behind it. Per backend,
+``on_disconnect`` chooses:
 
-* ``"drain"`` (default, paper §3.4): a streamed answer is read to its end in a
-  background task (LiteLLM's close of the upstream stream is deferred until then),
-  and only then is the slot released. A non-streamed answer cannot be drained —
-  LiteLLM cancels its upstream call — so the slot is held for the estimated rest of
-  the generation (predicted tokens at the backend's measured tokens/s, minus the
-  time already spent; at most ``orphan_hold_max_s``; at least ``orphan_grace_s``,
-  the time a backend that does stop needs to notice the disconnect).
-* ``"release"``: release at the disconnect. Right for backends that stop
-  generating when the connection closes (Ollama, llama.cpp's server).
+* ``"probe"`` (default): keep the slot, let LiteLLM close the upstream call, and send
+  the backend one tiny request of our own through the same deployment (same
+  ``api_base`` and credentials, 1 answer token; :mod:`sjf_core.backend_probe`, at most
+  one in flight per backend). A FIFO backend answers it only once the orphan is over,
+  whether it stopped at the disconnect or generated to the end; the slot is released
+  when the probe returns. A probe that fails or takes longer than ``probe_timeout_s``
+  leaves the slot to its lease (``lease_ttl_s``). The same for streams and non-streamed
+  calls, so nobody needs to know how their backend behaves. Probes go out with httpx,
+  not through LiteLLM: no hook (ours included) sees them.
+* ``"drain"`` (paper §3.4): a streamed answer is read to its end in a background task
+  (LiteLLM's close of the upstream stream is deferred until then), and only then is
+  the slot released; a non-streamed one (LiteLLM cancels it) is probed.
+* ``"release"``: release at the disconnect (an override for a backend known to stop
+  at once).
 
 **Fail-open** (invariant 5). A plugin fault never fails a request: a hook that
 raises internally lets the request through (without a slot if need be), counted in
 ``status()["counters"]["fail_open"]`` and logged without prompt text. Calls that
 cannot be scored (embeddings, images, audio, unknown shapes) pass through untouched.
-The plugin never modifies the request sent to the backend. The one deliberate
+The plugin never modifies the request sent to the backend, but for one field:
+LiteLLM's ``priority`` is consumed (removed in the pre-call hook and used as a
+strict priority band, litellm#7144; :mod:`litellm_sjf.tenancy`). Tenants (``fairness``)
+and defaults: :mod:`sjf_core.tenants`. A request superseded while queued
+(``x-sjf-supersede``) gets HTTP 409 at once. The one other deliberate
 refusal is overload control: :class:`sjf_core.errors.AdmissionRejected` becomes HTTP
 429 with a ``Retry-After`` header.
 """
@@ -65,10 +81,15 @@ from typing import Any, Mapping
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from sjf_core.errors import AdmissionRejected
+from sjf_core.backend_probe import probe_gate, probe_stats
+from sjf_core.errors import AdmissionRejected, Superseded
 from sjf_core.scheduler import Scheduler, backend_key
 
-from .settings import PluginSettings, load_settings
+from .deployment import backend_slots, probe_target
+from .settings import AUTO, PluginSettings, load_settings
+from .startup import run_startup_checks
+from .tenancy import consume_intent, identity, superseded_error, tenant_status
+from .validate import rejected_reason
 
 log = logging.getLogger("litellm_sjf")
 
@@ -94,7 +115,8 @@ class _Call:
     """What the plugin remembers about one request (no prompt text)."""
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
-                 "ticket", "backend", "acquired_wall", "draining", "done", "released_at")
+                 "ticket", "backend", "acquired_wall", "draining", "done", "released_at", "probe", "orphaned",
+                 "probe_task", "api_key", "team")
 
     def __init__(self, cid, psr_id, endpoint, prediction, meta_body, headers, stream):
         self.cid = cid
@@ -112,6 +134,11 @@ class _Call:
         self.draining = False
         self.done = False
         self.released_at = None
+        self.probe = None  # ProbeTarget of the deployment it runs on
+        self.orphaned = False  # a stream whose client left: the idle probe releases it
+        self.probe_task = None
+        self.api_key = None
+        self.team = None
 
 
 def _call_type_name(call_type: Any) -> str:
@@ -147,6 +174,36 @@ def _log_fault(what: str) -> None:
         fr = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" at {fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}"
     log.error("%s (%s%s)", what, type(exc).__name__ if exc else "?", where)
+
+
+def _label(key: str) -> str:
+    from sjf_core.metrics import backend_label
+
+    return backend_label(key)
+
+
+def _backend_answered(exc: Any) -> bool:
+    """True when a failed attempt got an HTTP error answer from the backend (so the
+    backend is done with it); False for a timeout, a broken connection or anything
+    unknown (the backend may still be generating)."""
+    try:
+        import litellm
+
+        if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)):
+            return False
+    except Exception:
+        return False
+    code = getattr(exc, "status_code", None)
+    return isinstance(code, int) and 400 <= code < 600 and code not in (408, 499)
+
+
+async def _close_after(pump: asyncio.Task, response: Any) -> None:
+    """Wait for a cancelled stream pump, then close the upstream stream (so a backend
+    that stops on disconnect sees it before the idle probe queues behind it)."""
+    await asyncio.wait({pump})
+    close = getattr(response, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _defer_aclose(response: Any, replacement) -> tuple | None:
@@ -223,12 +280,17 @@ class SJFHandler(CustomLogger):
         self.counters = dict.fromkeys((
             "scored", "unscored", "passthrough", "admitted", "rejected_429", "cancelled_queued",
             "released_success", "released_stream", "released_failure", "released_backup", "released_rerun",
-            "drained", "drain_aborted", "drain_unavailable", "orphan_holds", "fail_open", "duplicate_call_ids"), 0)
+            "released_probe", "drained", "drain_aborted", "drain_unavailable", "orphan_probes", "probe_failed",
+            "probe_unavailable", "rejected_early", "fail_open", "duplicate_call_ids",
+            "superseded_409"), 0)
+        self._auto_slots: dict[str, asyncio.Future] = {}
+        self._drain_warned: set[str] = set()
         self._status_server = None
         if self.settings.status_port is not None:
             from .status import start_status_server
 
             self._status_server = start_status_server(self, self.settings.status_port)
+        run_startup_checks(self.settings)
 
     # ---- scheduler ----------------------------------------------------------------------
     @property
@@ -249,11 +311,14 @@ class SJFHandler(CustomLogger):
             factory = getattr(importlib.import_module(mod), attr or "make_scheduler")
             return factory()
         opts = s.policy_options()
-        return Scheduler(predictor=s.predictor, policy=s.policy, tau=opts.pop("tau"), slots=s.slots,
-                         backend_slots=s.backend_slots, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
+        fixed = {k: v for k, v in s.backend_slots.items() if v != AUTO}  # "auto": asked per backend on first use
+        return Scheduler(predictor=s.predictor, policy=s.policy, tau=opts.pop("tau"),
+                         slots=1 if s.slots == AUTO else s.slots,
+                         backend_slots=fixed, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
                          overload=s.overload, backend_overload=s.backend_overload or None,
                          rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None,
-                         redis_url=s.redis_url, redis_options=s.redis or None)
+                         redis_url=s.redis_url, redis_options=s.redis or None,
+                         fairness=s.fairness_config(), defaults=s.intent_defaults())
 
     # ---- call records -------------------------------------------------------------------
     def _find(self, data: Any) -> _Call | None:
@@ -336,7 +401,8 @@ class SJFHandler(CustomLogger):
 
     # ---- hooks: admission ---------------------------------------------------------------
     async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
-        """Score the request and remember it; never waits, never modifies ``data``."""
+        """Score the request and remember it; never waits; removes only LiteLLM's
+        ``priority`` field from ``data`` (ours now)."""
         try:
             if self.settings.disabled:
                 return None
@@ -360,8 +426,10 @@ class SJFHandler(CustomLogger):
             self.counters["scored" if prediction is not None else "unscored"] += 1
             headers = psr.get("headers") if isinstance(psr, Mapping) else None
             meta_body = {k: data[k] for k in _META_KEYS if k in data}
+            consume_intent(data, meta_body)  # LiteLLM's `priority` is ours, never forwarded
             call = _Call(cid, psr_id, endpoint, prediction, meta_body,
                          dict(headers) if isinstance(headers, Mapping) else None, bool(data.get("stream")))
+            call.api_key, call.team = identity(user_api_key_dict)
             calls = self._calls.setdefault(cid, [])
             if calls:
                 self.counters["duplicate_call_ids"] += 1
@@ -379,7 +447,18 @@ class SJFHandler(CustomLogger):
             call = self._find(kwargs)
             if call is None or call.done:
                 return None
-            backend = backend_key(kwargs.get("api_base") or f"model:{kwargs.get('model')}")
+            if call.probe_task is not None and not call.probe_task.done():
+                await asyncio.shield(call.probe_task)  # a retry after a timeout waits until the backend is idle
+            if rejected_reason(kwargs, call_type) is not None:
+                # LiteLLM refuses it before it reaches the backend: no slot, no wait
+                self.counters["rejected_early"] += 1
+                self._release(call, None, "failure")
+                return None
+            api_base = kwargs.get("api_base")
+            backend = self.settings.queue_key(api_base) if api_base else backend_key(f"model:{kwargs.get('model')}")
+            call.probe = probe_target(kwargs)
+            if self.settings.slots_for(backend) == AUTO and backend not in self.scheduler.backend_slots:
+                await self._resolve_auto_slots(backend, call.probe)
             t = call.ticket
             if t is not None:
                 if t.state == "running" and call.backend == backend:
@@ -392,7 +471,8 @@ class SJFHandler(CustomLogger):
                     t.release(None)  # re-run on another backend: hand the old slot back
                     self.counters["released_rerun"] += 1
             ticket = self.scheduler.ticket(backend, call.meta_body, call.endpoint, call.headers,
-                                           arrival=call.arrival, prediction=call.prediction)
+                                           arrival=call.arrival, prediction=call.prediction,
+                                           api_key=call.api_key, team=call.team)
             call.ticket = ticket
             call.backend = backend
         except AdmissionRejected as exc:
@@ -409,6 +489,10 @@ class SJFHandler(CustomLogger):
             raise
         except AdmissionRejected as exc:
             raise self._reject(exc, call)
+        except Superseded:
+            self.counters["superseded_409"] += 1
+            self._forget(call)
+            raise superseded_error() from None
         except Exception:
             self.counters["fail_open"] += 1
             _log_fault("litellm_sjf admission failed; request passes unscheduled")
@@ -416,6 +500,22 @@ class SJFHandler(CustomLogger):
         self.counters["admitted"] += 1
         call.acquired_wall = time.time()
         return None
+
+    async def _resolve_auto_slots(self, backend: str, target) -> None:
+        """``slots: auto``: ask the backend once (concurrent first requests share the answer)."""
+        fut = self._auto_slots.get(backend)
+        if fut is None:
+            fut = self._auto_slots[backend] = asyncio.get_running_loop().create_future()
+            n, why = (await backend_slots(target)) if target is not None else (None, "the deployment has no api_base")
+            label = _label(backend)
+            if n is None:
+                n = 1
+                log.warning("litellm_sjf: slots: auto for %s: %s; using 1 slot", label, why)
+            else:
+                log.info("litellm_sjf: slots: auto for %s: %d (%s)", label, n, why)
+            self.scheduler.backend_slots.setdefault(backend, n)
+            fut.set_result(n)
+        await asyncio.shield(fut)
 
     def _reject(self, exc: AdmissionRejected, call: _Call | None):
         from fastapi import HTTPException
@@ -439,14 +539,35 @@ class SJFHandler(CustomLogger):
             _log_fault("litellm_sjf success hook failed")
         return None
 
+    async def async_post_call_failure_deployment_hook(self, request_data, exception, call_type, fallback_depth=None):
+        """A deployment attempt failed (in the request's own task, before the proxy's
+        failure hook and the background logger). An error the backend answered frees the
+        slot at once; a timeout or a broken connection (the backend may still be
+        generating) frees it after an idle probe. The call stays known: a retry or a
+        fallback queues again."""
+        try:
+            call = self._find(request_data)
+            t = call.ticket if call is not None else None
+            if call is None or call.draining or t is None or t.state != "running":
+                return None
+            if _backend_answered(exception):
+                self._release(call, None, "failure", forget=False)
+            else:
+                self._probe_orphan(call, forget=False)
+        except Exception:
+            self.counters["fail_open"] += 1
+            _log_fault("litellm_sjf deployment failure hook failed")
+        return None
+
     async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict,
                                            traceback_str=None):
-        """Any failure (backend error, 499 disconnect, pre-call rejection): release."""
+        """Any failure (backend error, 499 disconnect, pre-call rejection): release (a
+        client that left a running non-streamed answer: after an idle probe)."""
         try:
             call = self._find(request_data)
             if call is not None and not call.draining:
                 if self._client_left_mid_answer(call, original_exception):
-                    self._hold_orphan(call)
+                    self._probe_orphan(call)
                 else:
                     self._release(call, None, "failure")
         except Exception:
@@ -455,35 +576,60 @@ class SJFHandler(CustomLogger):
         return None
 
     def _client_left_mid_answer(self, call: _Call, exc: Any) -> bool:
-        """True when ``exc`` is LiteLLM's 499 (client disconnected) for a non-streamed
-        call running on a ``drain`` backend: the backend may still be generating."""
+        """True when ``exc`` is LiteLLM's 499 (client disconnected) for a running
+        non-streamed call: the backend may still be generating."""
         t = call.ticket
         return (getattr(exc, "status_code", None) == 499 and t is not None and t.state == "running"
-                and not call.stream and self.settings.on_disconnect_for(call.backend) == "drain")
+                and not call.stream)
 
-    def _hold_orphan(self, call: _Call) -> None:
-        """A non-streamed answer whose client left: LiteLLM cancelled the upstream call,
-        but the backend may still be generating. Hold the slot for the estimated rest."""
+    def _probe_orphan(self, call: _Call, forget: bool = True, before=None) -> None:
+        """Hold the slot of an answer nobody reads until the backend is idle: release
+        when an idle probe returns (``on_disconnect: release``, or no ``api_base`` to
+        probe: release now). ``before``: a coroutine to await first (a stream's close)."""
         t = call.ticket
-        rate = self._rates.get(call.backend)
-        expected = call.prediction.expected_tokens if call.prediction is not None else None
-        # at least a grace period: even a backend that stops on disconnect notices it a
-        # moment later, and a request sent meanwhile would find it still busy
-        hold = self.settings.orphan_grace_s
-        if rate and expected:
-            elapsed = time.monotonic() - t.entry.dispatched_at
-            hold = max(hold, min(self.settings.orphan_hold_max_s, expected / rate - elapsed))
-        if hold <= 0:
-            self._release(call, None, "failure")
+        if t is None or t.state != "running":
             return
-        self.counters["orphan_holds"] += 1
+        if self.settings.on_disconnect_for(call.backend) == "release" or call.probe is None:
+            if call.probe is None:
+                self.counters["probe_unavailable"] += 1
+            call.orphaned = False
+            self._release(call, None, "failure", forget=forget)
+            return
+        self.counters["orphan_probes"] += 1
         call.draining = True
+        call.probe_task = self._spawn(self._release_when_idle(call, forget, before))
 
-        def _done():
+    async def _release_when_idle(self, call: _Call, forget: bool, before) -> None:
+        t = call.ticket
+        ok = False
+        try:
+            if before is not None:
+                try:
+                    await asyncio.wait_for(before, 30)
+                except BaseException:
+                    log.debug("closing an orphaned stream failed", exc_info=True)
+            timeout = self.settings.probe_timeout_s
+            wait = asyncio.ensure_future(probe_gate(call.backend).wait_idle(call.probe.sender(timeout), timeout))
+            every = max(0.05, self.settings.lease_ttl_s / 4)
+            while not wait.done():
+                await asyncio.wait({wait}, timeout=every)
+                if not wait.done():
+                    t.renew()  # the orphan may run longer than the lease
+            ok = wait.result()
+        except Exception:
+            self.counters["fail_open"] += 1
+            _log_fault("litellm_sjf idle probe failed")
+        finally:
             call.draining = False
-            self._release(call, None, "failure")
-
-        asyncio.get_running_loop().call_later(hold, _done)
+            call.orphaned = False
+            if ok:
+                self.counters["released_probe"] += 1
+                self._release(call, None, "failure", forget=forget)
+            else:
+                # the backend's state is unknown: the slot stays taken until its lease
+                # expires (lease_ttl_s), the safety net of every ticket
+                self.counters["probe_failed"] += 1
+                self._forget(call)
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
         """Backup release (runs later, on a background worker)."""
@@ -509,7 +655,7 @@ class SJFHandler(CustomLogger):
                     continue
                 # LiteLLM logs a client's disconnect (499) before it runs the failure hook
                 if not forget and self._client_left_mid_answer(call, kwargs.get("exception")):
-                    self._hold_orphan(call)
+                    self._probe_orphan(call)
                     continue
                 self._release(call, _usage_tokens(response_obj), "backup", forget=forget)
         except Exception:
@@ -537,7 +683,8 @@ class SJFHandler(CustomLogger):
             return
         call.stream = True
         queue: asyncio.Queue = asyncio.Queue()
-        drain = self.settings.on_disconnect_for(call.backend) == "drain"
+        mode = self.settings.on_disconnect_for(call.backend)
+        drain = mode == "drain"
         closer = None  # (object LiteLLM will close, its real aclose) while we may drain
         close_requested = asyncio.Event()
         pump: asyncio.Task | None = None
@@ -555,9 +702,13 @@ class SJFHandler(CustomLogger):
                 await _restore_aclose(closer)
 
             closer = _defer_aclose(response, deferred_aclose)
-            if closer is None:  # cannot keep LiteLLM from closing it: behave as "release"
+            if closer is None:  # cannot keep LiteLLM from closing it: probe instead
                 self.counters["drain_unavailable"] += 1
-                drain = False
+                if call.backend not in self._drain_warned:
+                    self._drain_warned.add(call.backend)
+                    log.warning("litellm_sjf: the streams of backend %s cannot be drained (on_disconnect: drain); "
+                                "orphaned streams are probed instead", _label(call.backend))
+                drain, mode = False, "probe"
         pump = self._spawn(self._pump(call, response, queue, closer, close_requested))
         finished = False
         try:
@@ -577,6 +728,11 @@ class SJFHandler(CustomLogger):
                     if not call.draining:
                         call.draining = True
                         self.counters["drained"] += 1
+                elif mode == "probe" and call.probe is not None:
+                    # the backend may go on generating for nobody: hold the slot until it is idle
+                    call.orphaned = True
+                    pump.cancel()
+                    self._probe_orphan(call, before=_close_after(pump, response))
                 else:
                     pump.cancel()
 
@@ -623,8 +779,9 @@ class SJFHandler(CustomLogger):
                         _undo_defer(closer)
             except Exception:
                 log.debug("closing a drained stream failed", exc_info=True)
-            call.draining = False
-            self._release(call, tokens, "stream")
+            if not call.orphaned:  # an orphaned stream is released by its idle probe
+                call.draining = False
+                self._release(call, tokens, "stream")
 
     # ---- introspection ------------------------------------------------------------------
     def status(self) -> dict:
@@ -646,10 +803,19 @@ class SJFHandler(CustomLogger):
                 tau = q.tau_s
                 backends[key] = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting,
                                  "tau_s": None if math.isinf(tau) else tau, "stats": stats}
+                try:
+                    tenants = tenant_status(q)
+                except Exception:
+                    tenants = None
+                if tenants is not None:
+                    backends[key]["tenants"] = tenants
         calls = [c for cs in list(self._calls.values()) for c in list(cs)]
+        probes = {k: v for k, v in probe_stats().items() if k in backends}
         return {"backends": backends, "tracked_calls": len(calls), "draining": sum(1 for c in calls if c.draining),
-                "tokens_per_s": dict(self._rates), "counters": dict(self.counters),
+                "tokens_per_s": dict(self._rates), "counters": dict(self.counters), "probes": probes,
                 "memory": sched.memory_status() if sched is not None else {"enabled": False},
                 "settings": {"policy": self.settings.policy, "tau": str(self.settings.tau),
                              "promotion": self.settings.promotion, "slots": self.settings.slots,
-                             "on_disconnect": self.settings.on_disconnect}}
+                             "fairness": self.settings.fairness,
+                             "on_disconnect": self.settings.on_disconnect,
+                             "probe_timeout_s": self.settings.probe_timeout_s}}

@@ -1,7 +1,7 @@
 """Original arrival time of a request across the OpenAI SDK's own retries.
 
 The SDK (``openai._base_client.AsyncAPIClient.request``) retries a request in a
-loop inside the caller's task: it rebuilds the ``httpx.Request`` each time with
+loop inside the caller's task: it rebuilds the ``httpx.Request`` (``httpx2.Request`` in 3.x) each time with
 the same body and headers, except ``x-stainless-retry-count`` (0, 1, 2, ...).
 It does **not** send its internal idempotency key (``_idempotency_header`` is
 None for ``AsyncOpenAI``). So a retry is recognised by:
@@ -26,7 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 
-import httpx
+from typing import Any
 
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
 IDEMPOTENCY_HEADER = "idempotency-key"
@@ -40,7 +40,7 @@ _last_attempt: contextvars.ContextVar[tuple[tuple, float] | None] = contextvars.
 )
 
 
-def _fingerprint(request: httpx.Request) -> tuple:
+def _fingerprint(request: Any) -> tuple:
     # The body bytes themselves (a reference, no copy): compared only on a retry,
     # so a first attempt costs no hashing.
     try:
@@ -70,7 +70,7 @@ class ArrivalMemory:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def arrival(self, request: httpx.Request) -> float:
+    def arrival(self, request: Any) -> float:
         """Arrival of ``request``: now for a first attempt, the first attempt's for a retry."""
         now = self.clock()
         headers = request.headers

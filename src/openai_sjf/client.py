@@ -1,12 +1,14 @@
 """``wrap(client)``: the same ``openai.AsyncOpenAI`` client, with SJF admission in its transport.
 
 The wrapped client is ``client.with_options(http_client=h)`` where ``h`` is a
-shallow copy of the client's own ``httpx.AsyncClient`` whose transports (the
+shallow copy of the client's own ``httpx.AsyncClient`` (openai 1.x/2.x) or
+``httpx2.AsyncClient`` (openai 3.x; either library, whichever the client uses:
+:mod:`openai_sjf.httplib`) whose transports (the
 default one and every mount, e.g. proxies) are wrapped in
 :class:`~openai_sjf.transport.SJFTransport`. So everything the user configured
 stays in effect: base_url, api_key, organization, project, timeout,
 max_retries, default headers and query (carried by ``with_options``), and the
-httpx client's transport, connection pool, limits, proxies, auth, event hooks
+HTTP client's transport, connection pool, limits, proxies, auth, event hooks
 and cookies (carried by the copy, which shares them with the original).
 
 The original client is left untouched (no admission). The two share one
@@ -19,10 +21,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import httpx
-
 from .arrivals import ArrivalMemory
+from .httplib import HttpLib, lib_of_client
 from .registry import scheduler_for
+from .orphans import DEFAULT_PROBE_TIMEOUT_S
 from .transport import ON_CLOSE, SJFTransport
 
 
@@ -34,7 +36,7 @@ def _is_sdk_default_http_client(http: Any) -> bool:
     return type(http) is AsyncHttpxClientWrapper
 
 
-def _sjf_transport_of(http: httpx.AsyncClient) -> SJFTransport | None:
+def _sjf_transport_of(http: Any) -> SJFTransport | None:
     t = getattr(http, "_transport", None)
     return t if isinstance(t, SJFTransport) else None
 
@@ -43,13 +45,13 @@ def _unwrap(t):
     return t.inner if isinstance(t, SJFTransport) else t
 
 
-def _wrapped_http_client(http: httpx.AsyncClient, make) -> httpx.AsyncClient:
-    """A shallow copy of ``http`` whose transports are ``make(original_transport)``."""
+def _wrapped_http_client(http: Any, lib: HttpLib, make) -> Any:
+    """A shallow copy of ``http`` (a ``lib.AsyncClient``) whose transports are ``make(original_transport)``."""
     new = copy.copy(http)
     if _is_sdk_default_http_client(http):
         # The SDK's own client closes its pool in __del__; the copy must not, or
         # dropping the wrapped client would close the pool the original still uses.
-        new.__class__ = httpx.AsyncClient
+        new.__class__ = lib.AsyncClient
     new._transport = make(_unwrap(http._transport))
     new._mounts = {
         pattern: (None if t is None else make(_unwrap(t))) for pattern, t in http._mounts.items()
@@ -69,7 +71,11 @@ def wrap(
     predictor: Any = None,
     scheduler: Any = None,
     retry_rejected: bool = False,
-    on_close: str = "release",
+    on_close: str = "probe",
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    fairness: Any = None,
+    default_priority: Any = None,
+    default_deadline_s: Any = None,
 ):
     """Return ``client`` with SJF admission: same class, same API, same settings.
 
@@ -79,7 +85,7 @@ def wrap(
 
     Args:
         client: an ``openai.AsyncOpenAI`` (or subclass, e.g. ``AsyncAzureOpenAI``)
-            using an ``httpx.AsyncClient``.
+            using an ``httpx.AsyncClient`` or an ``httpx2.AsyncClient`` (openai >= 1.40).
         slots: concurrent requests the backend gets (>= 1; default 1, a serial
             backend). Applies when this wrap creates the backend's queue.
         policy: "sjf-tokens" (default: expected answer tokens), "sjf" (P(Long)), "fair", "fcfs", or a ``sjf_core`` Policy.
@@ -92,12 +98,28 @@ def wrap(
             ``slots``/``policy``/``tau``/``predictor`` must not be given.
         retry_rejected: let the SDK retry an overload rejection (429) after its
             ``Retry-After``; default False: ``openai.RateLimitError`` at once.
-        on_close: a streamed body closed before its end: "release" (default;
-            the connection is closed and the slot freed at once, right for
-            backends that stop generating on disconnect: Ollama, llama.cpp
-            server) or "drain" (the rest is read in the background and the slot
-            freed at its end, for backends that keep generating, e.g.
-            llama-cpp-python).
+        on_close: a streamed (SSE) body closed or abandoned before its end:
+            "probe" (default: the connection is closed and the slot is held until
+            a 1-token probe of the backend returns, right whether the backend stops
+            on disconnect or not), "release" (closed and freed at once, for
+            backends known to stop at once) or "drain" (the rest is read in the
+            background and the slot freed at its end). A non-streamed call that is
+            cancelled or times out after it was sent always probes.
+        probe_timeout_s: seconds an idle probe may take (> 0; default 600, the
+            SDK's default read timeout); then the slot falls back to the queue's
+            lease (``Scheduler(lease_ttl_s=...)``), or is released without one.
+        fairness: fair shares across tenants (:mod:`sjf_core.tenants`): "key"
+            (default: the client's API key, hashed), "user" (the request's ``user``
+            field), "header:NAME", or "off".
+        default_priority, default_deadline_s: priority band / deadline (s) of a
+            request that sends none (``x-sjf-priority``, ``metadata.sjf_priority``, the
+            body's ``priority``; ``x-sjf-deadline-s``). A bad value raises ValueError here;
+            a bad value in a request is ignored.
+
+    Supersede: a request with header ``x-sjf-supersede: KEY`` removes the queued request
+    with the same key (same backend and tenant); that one raises ``openai.ConflictError``
+    (HTTP 409) at once and never reaches the backend. Our ``x-sjf-*`` headers are
+    removed before a request is sent.
 
     Sharing: clients of the same ``base_url`` in one process share one queue;
     the first wrap of a base URL sets its options and later different options
@@ -110,36 +132,51 @@ def wrap(
         ``client`` itself is not modified.
 
     Raises:
-        TypeError: ``client`` is not an async OpenAI client on an ``httpx.AsyncClient``.
+        TypeError: ``client`` is not an async OpenAI client on an ``httpx``/``httpx2`` ``AsyncClient``.
         ValueError: bad options (``slots`` < 1, unknown policy, bad τ, unknown
-            ``on_close``, or ``scheduler`` together with other options).
+            ``on_close``, ``probe_timeout_s`` <= 0, or ``scheduler`` together with
+            other options).
     """
     if on_close not in ON_CLOSE:
         raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
+    if not isinstance(probe_timeout_s, (int, float)) or isinstance(probe_timeout_s, bool) \
+            or not probe_timeout_s > 0:
+        raise ValueError(f"probe_timeout_s must be a number > 0, got {probe_timeout_s!r}")
     http = getattr(client, "_client", None)
-    if not callable(getattr(client, "with_options", None)) or not isinstance(http, httpx.AsyncClient):
+    lib = lib_of_client(http)
+    if not callable(getattr(client, "with_options", None)) or lib is None:
         raise TypeError(
-            "openai_sjf.wrap expects an openai.AsyncOpenAI client using an httpx.AsyncClient, "
-            f"got {type(client).__name__}"
+            "openai_sjf.wrap expects an openai.AsyncOpenAI client using an httpx.AsyncClient or an "
+            f"httpx2.AsyncClient, got {type(client).__name__} on {type(http).__name__}"
         )
     if scheduler is not None:
-        if any(v is not None for v in (slots, policy, tau, predictor)):
-            raise ValueError("pass either scheduler= or slots/policy/tau/predictor, not both")
+        if any(v is not None for v in (slots, policy, tau, predictor, fairness, default_priority,
+                                       default_deadline_s)):
+            raise ValueError("pass either scheduler= or slots/policy/tau/predictor/fairness/defaults, not both")
         sched = scheduler
     else:
-        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor)
+        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor,
+                              fairness=fairness, default_priority=default_priority,
+                              default_deadline_s=default_deadline_s)
     arrivals = ArrivalMemory()
 
-    def make(inner):
-        return SJFTransport(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals, on_close=on_close)
+    cls = SJFTransport.for_library(lib)
+    try:  # the client's default headers (e.g. a gateway key) go with an idle probe, as credentials do
+        header_names = tuple(str(k) for k in client.default_headers)
+    except Exception:
+        header_names = ()
 
-    return client.with_options(http_client=_wrapped_http_client(http, make))
+    def make(inner):
+        return cls(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals, on_close=on_close,
+                   probe_timeout_s=probe_timeout_s, probe_header_names=header_names)
+
+    return client.with_options(http_client=_wrapped_http_client(http, lib, make))
 
 
 def transport_of(client) -> SJFTransport | None:
     """The :class:`SJFTransport` of a wrapped client (None if not wrapped)."""
     http = getattr(client, "_client", None)
-    return _sjf_transport_of(http) if isinstance(http, httpx.AsyncClient) else None
+    return _sjf_transport_of(http) if lib_of_client(http) is not None else None
 
 
 def queue_of(client):

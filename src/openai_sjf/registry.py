@@ -45,8 +45,12 @@ def scheduler_for(
     policy: Any = None,
     tau: Any = None,
     predictor: Any = None,
+    fairness: Any = None,
+    default_priority: Any = None,
+    default_deadline_s: Any = None,
 ) -> Scheduler:
-    """The scheduler for a client of ``base_url`` (see the module rules).
+    """The scheduler for a client of ``base_url`` (see the module rules; ``fairness`` and
+    the defaults count as options like ``policy``: :mod:`sjf_core.tenants`).
 
     Raises:
         ValueError: ``slots`` < 1, or an unknown policy / bad τ (from :class:`Scheduler`).
@@ -54,7 +58,8 @@ def scheduler_for(
     if slots is not None and int(slots) < 1:
         raise ValueError(f"slots must be >= 1, got {slots!r}")
     key = backend_key(base_url)
-    wanted = (slots, _ident(policy), _ident(tau), _ident(predictor))
+    wanted = (slots, _ident(policy), _ident(tau), _ident(predictor), _ident(fairness), _ident(default_priority),
+              _ident(default_deadline_s))
     with _lock:
         owner = _owners.get(key)
         if owner is not None:
@@ -62,13 +67,14 @@ def scheduler_for(
             if any(w is not None and w != f for w, f in zip(wanted, first)):
                 warnings.warn(
                     f"openai_sjf: backend {key} already has an SJF queue configured by an earlier wrap() "
-                    f"(slots, policy, tau, predictor = {first!r}); the new settings {wanted!r} are ignored. "
+                    f"(slots, policy, tau, predictor, fairness, defaults = {first!r}); the new settings {wanted!r} "
+                    "are ignored. "
                     "Pass scheduler= for a separate queue.",
                     RuntimeWarning,
                     stacklevel=3,
                 )
             return sched
-        if policy is None and tau is None and predictor is None:
+        if all(v is None for v in (policy, tau, predictor, fairness, default_priority, default_deadline_s)):
             sched = default_scheduler()
         else:
             okey = wanted[1:]
@@ -78,6 +84,8 @@ def scheduler_for(
                     predictor="default" if predictor is None else predictor,
                     policy="sjf-tokens" if policy is None else policy,
                     tau="3x" if tau is None else tau,
+                    fairness=fairness,
+                    defaults={"priority": default_priority, "deadline_s": default_deadline_s},
                 )
                 _by_options[okey] = sched
         if slots is not None:

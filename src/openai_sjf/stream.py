@@ -1,7 +1,8 @@
 """A response body stream that holds an admission slot until it is closed.
 
-:class:`AdmittedStream` wraps the ``httpx.AsyncByteStream`` returned by the user's
-transport. The slot (:class:`sjf_core.admission.Ticket`) is released exactly once
+:class:`AdmittedStream` wraps the ``AsyncByteStream`` (``httpx`` or ``httpx2``)
+returned by the user's transport; ``AdmittedStream.for_library(lib)`` is the
+subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The slot (:class:`sjf_core.admission.Ticket`) is released exactly once
 (``Ticket.release`` is idempotent and thread-safe) when the first of these happens:
 
 * the body is read to the end (non-streaming calls: as soon as the last byte
@@ -18,6 +19,11 @@ transport. The slot (:class:`sjf_core.admission.Ticket`) is released exactly onc
   asks the collector to run (:func:`sweep_while_waiting`, at most once per
   ``SWEEP_S`` seconds per process), so an abandoned stream cannot block the
   queue (a stream being read is never affected).
+
+With an ``orphan`` callback (``on_close="probe"``, the default, and every non-SSE
+body), a body closed, abandoned or broken before its end closes its connection and
+hands the slot to that callback instead of releasing it: the transport holds the slot
+until a 1-token probe of the backend returns (:mod:`openai_sjf.orphans`).
 
 With ``on_close="drain"`` a body closed (or abandoned) before its end is first
 read to its end in a background task, and only then released: the slot then
@@ -41,7 +47,7 @@ import math
 import re
 import weakref
 
-import httpx
+from .httplib import flavour, lib_of
 
 log = logging.getLogger("openai_sjf")
 
@@ -75,6 +81,21 @@ def usage_tokens(prev: bytes, last: bytes) -> int | None:
             if m is not None:
                 return int(m.group(1))
     return None
+
+
+#: Terminal SSE events: chat/completions and completions end with ``data: [DONE]``,
+#: responses with one of these events. Matched only at a line start: answer text sits
+#: inside JSON strings, which cannot hold a raw newline.
+_SSE_END_RE = re.compile(rb"(?:^|\n)(?:data: \[DONE\]|event: response\.(?:completed|incomplete|failed))\s*(?:\n|$)")
+
+
+def sse_ended(prev: bytes, last: bytes) -> bool:
+    """True if the tail of a body (its last two chunks, raw bytes) holds the terminal
+    event of an OpenAI SSE stream (``data: [DONE]``, or ``event: response.completed`` /
+    ``incomplete`` / ``failed``): the backend has finished even if the reader stopped
+    before the connection's end of file (the SDK stops at ``[DONE]`` and closes)."""
+    tail = last if len(last) >= USAGE_TAIL_BYTES else (prev[-USAGE_TAIL_BYTES:] + last)
+    return _SSE_END_RE.search(tail[-USAGE_TAIL_BYTES:]) is not None
 
 
 #: Drain tasks in progress (strong references, so they are not garbage-collected).
@@ -159,15 +180,35 @@ def _start_drain(loop, it, inner, ticket, prev=b"", last=b"", read_usage=False) 
     task.add_done_callback(_DRAINS.discard)
 
 
-def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=None) -> None:
-    """Finalizer of an abandoned stream: release (or drain) on the loop, never inside the GC."""
+async def _close_then_orphan(inner, orphan, loop) -> None:
+    """Close an abandoned body's connection, then hand its slot to ``orphan`` (never raises)."""
+    try:
+        await inner.aclose()
+    except BaseException:
+        pass
+    finally:
+        orphan(loop)
+
+
+def _start_orphan(loop, inner, orphan) -> None:
+    task = loop.create_task(_close_then_orphan(inner, orphan, loop))
+    _DRAINS.add(task)
+    task.add_done_callback(_DRAINS.discard)
+
+
+def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=None, orphan=None,
+                       drain: bool = False) -> None:
+    """Finalizer of an abandoned stream: release, drain or hand to ``orphan`` on the loop,
+    never inside the GC."""
     if ticket.state != "running":
         return
     log.debug("response stream abandoned without close; releasing its admission slot")
     if loop is not None and not loop.is_closed():
         try:
-            if inner is not None:  # on_close="drain": best effort, a fresh read of the rest
+            if drain and inner is not None:  # on_close="drain": best effort, a fresh read of the rest
                 loop.call_soon_threadsafe(lambda: _start_drain(loop, inner.__aiter__(), inner, ticket))
+            elif orphan is not None and inner is not None:  # hold the slot until the backend is idle
+                loop.call_soon_threadsafe(lambda: _start_orphan(loop, inner, orphan))
             else:
                 loop.call_soon_threadsafe(ticket.release)
             return
@@ -176,11 +217,14 @@ def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=Non
     ticket.release()
 
 
-class AdmittedStream(httpx.AsyncByteStream):
-    """``httpx.AsyncByteStream`` that releases ``ticket`` when the body is done.
+class AdmittedStream:
+    """An ``AsyncByteStream`` that releases ``ticket`` when the body is done.
+
+    ``AdmittedStream(inner, ...)`` is an instance of ``AdmittedStream.for_library(lib)``
+    for the library of ``inner`` (``httpx`` for a duck-typed stream).
 
     Args:
-        inner: the original response stream (``httpx.AsyncByteStream``).
+        inner: the original response stream (an ``httpx``/``httpx2`` ``AsyncByteStream``).
         ticket: the admission ticket holding the slot (state "running").
         loop: the event loop the request runs on (for GC-time release and drains).
         read_usage: look for ``usage`` at the end of the body (False for
@@ -189,21 +233,37 @@ class AdmittedStream(httpx.AsyncByteStream):
             end in a background task, and the slot is released only then, so
             that a backend which keeps generating after a disconnect
             (llama-cpp-python) never runs more than ``slots`` requests. The
-            caller's close returns at once. Default False: close the connection
-            and release at once (backends that stop on disconnect).
+            caller's close returns at once.
+        orphan: called as ``orphan(loop)`` (on the loop) when the body ends early
+            without ``drain``: closed or abandoned before its end, or reading
+            raised. It takes over the slot (the transport's idle probe). None:
+            release at once (``on_close="release"``).
     """
 
+    def __new__(cls, inner=None, *args, **kwargs):
+        if cls is AdmittedStream:
+            cls = cls.for_library(lib_of(inner, "AsyncByteStream"))
+        return object.__new__(cls)
+
+    @classmethod
+    def for_library(cls, lib) -> type:
+        """The subclass for HTTP library ``lib`` (inherits ``lib.AsyncByteStream``)."""
+        return flavour(AdmittedStream, lib, "AsyncByteStream")
+
     def __init__(self, inner, ticket, loop: asyncio.AbstractEventLoop | None, read_usage: bool = True,
-                 drain: bool = False):
+                 drain: bool = False, orphan=None):
         self._inner = inner
         self._ticket = ticket
         self._loop = loop
         self._read_usage = read_usage
         self._drain = bool(drain) and loop is not None
+        self._orphan = orphan if loop is not None else None
         self._it = None
-        self._state = "open"  # open -> done | draining
+        self._state = "open"  # open -> done | draining | orphaned
         self._prev = self._last = b""
-        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop, inner if self._drain else None)
+        self._finalizer = weakref.finalize(self, _release_abandoned, ticket, loop,
+                                           inner if (self._drain or self._orphan) else None, self._orphan,
+                                           self._drain)
         self._finalizer.atexit = False
         #: loop time of the last chunk handed to the reader (or of the response start)
         self.last_read = loop.time() if loop is not None else 0.0
@@ -215,7 +275,7 @@ class AdmittedStream(httpx.AsyncByteStream):
         return self._ticket
 
     def _done(self) -> None:
-        if self._state == "draining":
+        if self._state in ("draining", "orphaned"):
             return
         self._state = "done"
         _OPEN.discard(self)
@@ -229,6 +289,16 @@ class AdmittedStream(httpx.AsyncByteStream):
             self._prev = self._last = b""
         self._ticket.release(tokens)
 
+    def _begin_orphan(self) -> None:
+        """The body ended early: the ``orphan`` callback takes over the slot."""
+        if self._state != "open":
+            return
+        self._state = "orphaned"
+        _OPEN.discard(self)
+        self._finalizer.detach()
+        self._prev = self._last = b""
+        self._orphan(self._loop)
+
     def _begin_drain(self) -> None:
         if self._state != "open":
             return
@@ -239,13 +309,11 @@ class AdmittedStream(httpx.AsyncByteStream):
         _start_drain(self._loop, it, self._inner, self._ticket, self._prev, self._last, self._read_usage)
 
     async def __aiter__(self):
-        read_usage = self._read_usage
         it = self._it = self._inner.__aiter__()
-        early = False
+        early = failed = False
         try:
             async for chunk in it:
-                if read_usage:
-                    self._prev, self._last = self._last, chunk
+                self._prev, self._last = self._last, chunk  # the tail: usage, and did the answer end
                 if self._loop is not None:
                     self.last_read = self._loop.time()
                 try:
@@ -253,9 +321,16 @@ class AdmittedStream(httpx.AsyncByteStream):
                 except GeneratorExit:  # the reader stopped before the end
                     early = True
                     raise
+        except BaseException:  # reading raised (broken connection, timeout, cancellation)
+            failed = True
+            raise
         finally:
-            if early and self._drain:
+            if early and sse_ended(self._prev, self._last):
+                self._done()  # the reader stopped after the terminal event: the backend is done
+            elif early and self._drain:
                 self._begin_drain()
+            elif (early or failed) and self._orphan is not None:
+                self._begin_orphan()
             else:
                 self._done()
 
@@ -264,6 +339,12 @@ class AdmittedStream(httpx.AsyncByteStream):
             self._begin_drain()  # the drain task closes the inner stream when the body ends
             return
         if self._state == "draining":
+            return
+        if self._orphan is not None and self._state == "open" and not sse_ended(self._prev, self._last):
+            try:
+                await self._inner.aclose()  # a backend that stops on disconnect stops now
+            finally:
+                self._begin_orphan()
             return
         try:
             await self._inner.aclose()

@@ -1,10 +1,10 @@
-"""The httpx transport that admits OpenAI generation requests through the SJF queue.
+"""The transport that admits OpenAI generation requests through the SJF queue.
 
-:class:`SJFTransport` wraps the transport the user's ``httpx.AsyncClient``
-already has (the SDK default, a custom transport, a proxy mount) and delegates
-every request to it. Only ``POST`` requests whose path ends in
-``/chat/completions``, ``/completions`` or ``/responses`` are admitted; all
-other requests go straight through.
+:class:`SJFTransport` wraps the transport the user's ``httpx.AsyncClient`` (openai
+1.x/2.x) or ``httpx2.AsyncClient`` (openai 3.x) already has (the SDK default, a custom
+transport, a proxy mount) and delegates every request to it. Only ``POST`` requests
+whose path ends in ``/chat/completions``, ``/completions`` or ``/responses`` are
+admitted; all other requests go straight through.
 
 Per admitted request (``handle_async_request``):
 
@@ -15,19 +15,36 @@ Per admitted request (``handle_async_request``):
    re-serialised) and scored only when there is an order to decide: when the request
    must wait, or when another one arrives while it runs. A request granted a slot at
    once and alone until its release is never scored (metrics label it ``idle``);
-2. wait for a slot at most the request's httpx ``pool`` timeout (else its
+2. wait for a slot at most the request's ``pool`` timeout (else its
    ``read`` timeout; None waits without limit). Expiry leaves the queue and
-   raises ``httpx.PoolTimeout``, which the SDK maps to ``openai.APITimeoutError``
+   raises the library's ``PoolTimeout``, which the SDK maps to ``openai.APITimeoutError``
    (after its own retries, which keep the original arrival). Cancellation
    leaves the queue (``Ticket.acquire``);
 3. send through the wrapped transport; the response body stream is wrapped in
    :class:`~openai_sjf.stream.AdmittedStream`, which releases the slot when the
-   body is done or closed. A transport error releases at once.
+   body is read to its end. An error raised before the request left (connect error,
+   pool timeout) releases at once;
+4. an **orphan** (the request may have reached the backend, but its answer was not
+   read to the end: cancelled or timed out while the backend answers, a broken
+   connection, an SSE stream closed early or abandoned with ``on_close="probe"``)
+   keeps its slot until a 1-token probe of the backend returns
+   (:mod:`openai_sjf.orphans`): the next request is sent exactly when the backend is
+   free, whether it stopped on the disconnect or went on generating. ``on_close=
+   "release"`` / ``"drain"`` override this for SSE streams only.
 
 Overload: :class:`sjf_core.errors.AdmissionRejected` becomes a local HTTP 429
 response with ``Retry-After``/``retry-after-ms`` (the SDK raises
 ``openai.RateLimitError``) and ``x-should-retry: false`` unless
 ``retry_rejected=True``.
+
+One implementation serves both HTTP libraries: ``SJFTransport(inner, ...)`` is an
+instance of the per-library subclass that also inherits that library's
+``AsyncBaseTransport`` (:mod:`openai_sjf.httplib`), and raises / builds that library's
+``PoolTimeout`` and ``Response``.
+
+Supersede: a request superseded while queued (``x-sjf-supersede``, :mod:`sjf_core.meta`)
+gets a local HTTP 409 (the SDK raises ``openai.ConflictError``) at once; it is never sent.
+Our ``x-sjf-*`` headers (but the idle probe's mark) are removed before any request is sent.
 
 Fail-open (DESIGN.md invariant 5): an unreadable body is admitted unscored (the
 policy's neutral key, FCFS among equals); an internal fault of the scheduler
@@ -44,21 +61,20 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from sjf_core.errors import AdmissionRejected
-from sjf_core.meta import DEADLINE_HEADER, PRIORITY_HEADER
+from sjf_core.errors import AdmissionRejected, Superseded
+from sjf_core.meta import HEADER_PREFIX
 
 from .arrivals import ArrivalMemory
+from .httplib import HTTPX, HttpLib, flavour, lib_of_transport
+from .orphans import DEFAULT_PROBE_TIMEOUT_S, OrphanProbe, reached_backend
 from .stream import AdmittedStream, ensure_sweeper, usage_tokens
 
 log = logging.getLogger("openai_sjf")
 
 #: (path suffix, endpoint name), checked in this order.
 ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
-_META_HEADERS = (PRIORITY_HEADER, DEADLINE_HEADER)
-#: Values of the ``on_close`` option.
-ON_CLOSE = ("release", "drain")
+#: Values of the ``on_close`` option (the first is the default).
+ON_CLOSE = ("probe", "release", "drain")
 #: Response header that marks a local admission rejection.
 REJECTED_HEADER = "x-sjf-rejected"
 
@@ -72,13 +88,13 @@ def endpoint_of(path: str) -> str | None:
     return None
 
 
-def backend_of(url: httpx.URL, path: str, endpoint: str) -> str:
+def backend_of(url: Any, path: str, endpoint: str) -> str:
     """Queue key: scheme://host[:port]/prefix of the request URL (no trailing slash)."""
     prefix = path.rstrip("/")[: -(len(endpoint) + 1)]
     return f"{url.scheme}://{url.netloc.decode('ascii')}{prefix}"
 
 
-def queue_wait_limit(request: httpx.Request) -> float | None:
+def queue_wait_limit(request: Any) -> float | None:
     """Seconds a request may wait in the queue: its httpx ``pool`` timeout, else ``read``."""
     t = request.extensions.get("timeout")
     if not isinstance(t, dict):
@@ -89,15 +105,35 @@ def queue_wait_limit(request: httpx.Request) -> float | None:
     return float(v) if v is not None else None
 
 
-def sjf_headers(headers: httpx.Headers) -> dict[str, str] | None:
-    """Only the scheduling headers of :mod:`sjf_core.meta` (priority, deadline), or None."""
+def sjf_headers(headers: Any, extra: str | None = None) -> dict[str, str] | None:
+    """Only our scheduling headers (``x-sjf-*``, :mod:`sjf_core.meta`) and the header named
+    ``extra`` (fairness "header:NAME"), or None."""
     out = None
-    for name in _META_HEADERS:
-        v = headers.get(name)
-        if v is not None:
+    for name, v in headers.items():
+        low = name.lower()
+        if low.startswith(HEADER_PREFIX) or low == extra:
             out = out or {}
-            out[name] = v
+            out[low] = v
     return out
+
+
+#: our header that must reach the backend: the idle probe's mark (sjf_core.backend_probe)
+_KEEP_HEADERS = ("x-sjf-probe",)
+
+
+def strip_sjf_headers(request) -> None:
+    """Remove our scheduling headers (``x-sjf-*`` but the probe mark) before sending."""
+    for name in [k for k in request.headers if k.lower().startswith(HEADER_PREFIX)
+                 and k.lower() not in _KEEP_HEADERS]:
+        del request.headers[name]
+
+
+def api_key_of(request) -> str | None:
+    """The bearer token (or ``api-key`` header) of a request, for fairness "key"."""
+    auth = request.headers.get("authorization") or ""
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("api-key") or None
 
 
 @dataclass
@@ -110,10 +146,18 @@ class TransportStats:
     rejected: int = 0
     queue_timeouts: int = 0
     internal_errors: int = 0
+    superseded: int = 0  # answered 409: a newer request with the same supersede key
+    orphans: int = 0  # slots handed to an idle probe (sjf_core.backend_probe)
+    probes_ok: int = 0  # ... released when the probe returned
+    probes_failed: int = 0  # ... left to the lease (or released) after a failed / timed-out probe
 
 
-class SJFTransport(httpx.AsyncBaseTransport):
-    """SJF admission around an existing ``httpx.AsyncBaseTransport``.
+class SJFTransport:
+    """SJF admission around an existing ``httpx``/``httpx2`` ``AsyncBaseTransport``.
+
+    ``SJFTransport(inner, ...)`` returns an instance of ``SJFTransport.for_library(lib)``,
+    ``lib`` being ``http_lib`` if given, else the library ``inner`` subclasses (``httpx``
+    for a duck-typed transport); it is also an instance of ``lib.AsyncBaseTransport``.
 
     Args:
         inner: the transport to delegate to (kept, never replaced).
@@ -122,22 +166,48 @@ class SJFTransport(httpx.AsyncBaseTransport):
             ``Retry-After``); default False (``x-should-retry: false``).
         arrivals: the :class:`~openai_sjf.arrivals.ArrivalMemory` (shared by
             the transports of one wrapped client).
-        on_close: what a response body closed before its end does with its slot:
-            "release" (default: close the connection, release at once) or
-            "drain" (read the rest in the background, release at its end).
+        on_close: what an SSE stream closed (or abandoned) before its end does with its
+            slot: "probe" (default: close the connection, keep the slot until a
+            1-token probe of the backend returns), "release" (close, release at once:
+            for backends known to stop on disconnect) or "drain" (read the rest in the
+            background, release at its end). Non-streamed answers always probe.
+        probe_timeout_s: seconds an idle probe may take before the slot falls back
+            to the queue's lease (or is released when there is none).
+        probe_header_names: extra request header names copied to the probe (the
+            client's default headers; credentials are always copied).
+        http_lib: the :class:`~openai_sjf.httplib.HttpLib` of the client (default: from ``inner``).
 
     Raises:
         ValueError: an unknown ``on_close``.
     """
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, scheduler, retry_rejected: bool = False,
-                 arrivals: ArrivalMemory | None = None, on_close: str = "release"):
+    #: the HTTP library of this flavour (set on the per-library subclasses)
+    http: HttpLib = HTTPX
+
+    def __new__(cls, inner=None, *args, http_lib: HttpLib | None = None, **kwargs):
+        if cls is SJFTransport:
+            cls = cls.for_library(http_lib or lib_of_transport(inner))
+        return object.__new__(cls)
+
+    @classmethod
+    def for_library(cls, lib: HttpLib) -> type:
+        """The subclass for HTTP library ``lib`` (inherits ``lib.AsyncBaseTransport``)."""
+        return flavour(SJFTransport, lib, "AsyncBaseTransport")
+
+    def __init__(self, inner, scheduler, retry_rejected: bool = False,
+                 arrivals: ArrivalMemory | None = None, on_close: str = "probe",
+                 http_lib: HttpLib | None = None, probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+                 probe_header_names=()):
         if on_close not in ON_CLOSE:
             raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
         self.inner = inner
         self.scheduler = scheduler
         self.retry_rejected = bool(retry_rejected)
         self.on_close = on_close
+        if not float(probe_timeout_s) > 0:
+            raise ValueError(f"probe_timeout_s must be > 0, got {probe_timeout_s!r}")
+        self.probe_timeout_s = float(probe_timeout_s)
+        self.probe_header_names = frozenset(h.lower() for h in probe_header_names)
         self.arrivals = arrivals or ArrivalMemory()
         self.stats = TransportStats()
 
@@ -153,17 +223,22 @@ class SJFTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
     # ---- requests -----------------------------------------------------------------
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request):
         endpoint = endpoint_of(request.url.path) if request.method == "POST" else None
+        fairness = getattr(self.scheduler, "fairness", None)
+        headers = sjf_headers(request.headers, getattr(fairness, "header", None))
+        strip_sjf_headers(request)  # ours: never sent on
         if endpoint is None:
             self.stats.passed_through += 1
             return await self.inner.handle_async_request(request)
         path = request.url.path
 
         try:
-            ticket = self._ticket(request, path, endpoint)
+            ticket = self._ticket(request, path, endpoint, headers)
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
         except Exception:
             self.stats.internal_errors += 1
             log.exception("openai_sjf: admission failed internally; sending the request without admission")
@@ -174,9 +249,11 @@ class SJFTransport(httpx.AsyncBaseTransport):
             await ticket.acquire(queue_wait_limit(request))
         except (asyncio.TimeoutError, TimeoutError):
             self.stats.queue_timeouts += 1
-            raise httpx.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
+            raise self.http.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
         except AdmissionRejected as exc:
             return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
         except Exception:
             # acquire already left the queue (Ticket._abandon); fail open.
             self.stats.internal_errors += 1
@@ -186,14 +263,17 @@ class SJFTransport(httpx.AsyncBaseTransport):
 
         try:
             response = await self.inner.handle_async_request(request)
-        except BaseException:
-            ticket.release()
+        except BaseException as exc:
+            if reached_backend(exc, self.http):
+                self._orphan(request, path, endpoint, ticket)  # the backend may still be answering
+            else:
+                ticket.release()
             raise
         try:
             encoding = response.headers.get("content-encoding", "identity").lower()
             read_usage = response.status_code == 200 and encoding in ("", "identity")
             if response.is_stream_consumed or response.is_closed:
-                # A transport that returns an already-read body (e.g. httpx.Response(content=...)):
+                # A transport that returns an already-read body (e.g. Response(content=...)):
                 # nothing is left to stream, so the backend is done.
                 tokens = None
                 if read_usage:
@@ -203,12 +283,28 @@ class SJFTransport(httpx.AsyncBaseTransport):
                         tokens = None
                 ticket.release(tokens)
                 return response
-            response.stream = AdmittedStream(response.stream, ticket, asyncio.get_running_loop(), read_usage,
-                                             drain=self.on_close == "drain")
+            sse = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+            mode = self.on_close if sse else "probe"
+
+            def orphan(loop=None, _req=request):
+                self._orphan(_req, path, endpoint, ticket, loop)
+
+            response.stream = AdmittedStream.for_library(self.http)(
+                response.stream, ticket, asyncio.get_running_loop(), read_usage,
+                drain=mode == "drain", orphan=None if mode == "release" else orphan)
         except BaseException:
             ticket.release()
             raise
         return response
+
+    def _orphan(self, request, path: str, endpoint: str, ticket, loop=None) -> None:
+        """Hand ``ticket`` to an idle probe of the request's backend (never raises)."""
+        try:
+            OrphanProbe(self.inner, self.http, request, backend_of(request.url, path, endpoint),
+                        self.probe_timeout_s, self.probe_header_names, self.stats).hand_over(ticket, loop)
+        except Exception:
+            log.debug("openai_sjf: could not hand an orphaned slot to a probe; releasing it", exc_info=True)
+            ticket.release()
 
     @staticmethod
     def _sweep_if_waiting(ticket) -> None:
@@ -221,20 +317,29 @@ class SJFTransport(httpx.AsyncBaseTransport):
         except Exception:
             log.debug("openai_sjf: could not start the abandoned-stream sweeper", exc_info=True)
 
-    def _ticket(self, request: httpx.Request, path: str, endpoint: str):
+    def _ticket(self, request, path: str, endpoint: str, headers: dict | None):
         def load():
             body: Any = None
             try:
                 body = json.loads(request.content)
             except Exception:  # not JSON, or a streaming body: unscored, FCFS order
                 self.stats.unparsable += 1
-            return body, sjf_headers(request.headers)
+            return body, headers
 
         # parsed and scored only when there is an order to decide (not at zero contention)
         return self.scheduler.lazy_ticket(backend_of(request.url, path, endpoint), load, endpoint,
-                                          self.arrivals.arrival(request))
+                                          self.arrivals.arrival(request), api_key=api_key_of(request))
 
-    def _rejected(self, request: httpx.Request, exc: AdmissionRejected) -> httpx.Response:
+    def _superseded(self, request):
+        """HTTP 409 (``openai.ConflictError``, not retried) for a request superseded while queued."""
+        self.stats.superseded += 1
+        body = json.dumps({"error": {
+            "message": "superseded by a newer request with the same x-sjf-supersede key; never sent to the backend",
+            "type": "conflict", "code": "sjf_superseded"}}).encode()
+        return self.http.Response(409, headers={"content-type": "application/json", "x-should-retry": "false"},
+                                  content=body, request=request)
+
+    def _rejected(self, request, exc: AdmissionRejected):
         self.stats.rejected += 1
         retry_after = max(0.0, float(exc.retry_after_s))
         body = json.dumps({
@@ -251,4 +356,4 @@ class SJFTransport(httpx.AsyncBaseTransport):
             "x-should-retry": "true" if self.retry_rejected else "false",
             REJECTED_HEADER: str(exc.reason),
         }
-        return httpx.Response(429, headers=headers, content=body, request=request)
+        return self.http.Response(429, headers=headers, content=body, request=request)

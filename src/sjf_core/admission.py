@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .entry import Entry, class_of_tokens
-from .errors import AdmissionRejected
+from .errors import AdmissionRejected, Superseded
 from .overload import OverloadConfig, OverloadControl, Verdict
 from .policies import Policy, RequestMeta, make_policy
 from .prediction import Prediction
@@ -54,6 +54,7 @@ class QueueStats:
     rejected: int = 0
     deferred: int = 0
     max_waiting: int = 0
+    superseded: int = 0
 
 
 class QueueEvents:
@@ -86,6 +87,15 @@ class AdmissionQueue:
             mapping of its fields), or None (no limit).
         rate_limit: maximum dispatch rate (:meth:`~sjf_core.ratelimit.RateLimit.parse`:
             a number per second or "60/min"), or None.
+        fairness: a :class:`~sjf_core.tenants.Fairness` (or its spec, e.g. "user"):
+            when enabled, waiters are grouped by ``entry.tenant`` and tenants share
+            the slots by deficit round robin (:class:`~sjf_core.fair_share.TenantPending`);
+            None or "off": one shared order.
+
+    Supersede: a ticket whose entry has a ``supersede`` key removes the queued (or
+    deferred) ticket of the same tenant with the same key when it is submitted; that
+    one's ``acquire`` raises :class:`~sjf_core.errors.Superseded` at once. A running
+    ticket is never touched.
 
     Raises:
         ValueError: ``slots`` < 1, an unknown policy, bad overload or rate options.
@@ -101,6 +111,7 @@ class AdmissionQueue:
         listeners: list[QueueEvents] | None = None,
         overload: OverloadConfig | dict | None = None,
         rate_limit: RateLimit | float | str | None = None,
+        fairness=None,
     ):
         if int(slots) < 1:
             raise ValueError(f"slots must be >= 1, got {slots!r}")
@@ -110,7 +121,16 @@ class AdmissionQueue:
         self.lease_ttl_s = lease_ttl_s
         self.clock = clock
         self.listeners: list[QueueEvents] = list(listeners or [])
-        self.pending = self.policy.new_pending()
+        from .tenants import Fairness
+
+        self.fairness = Fairness.parse(fairness if fairness is not None else "off")
+        if self.fairness.enabled:
+            from .fair_share import TenantPending
+
+            self.pending = TenantPending(self._tenant_pending, self.fairness.weight)
+        else:
+            self.pending = self.policy.new_pending()
+        self._supersede: dict[tuple, "Ticket"] = {}
         if hasattr(self.pending, "slots"):
             self.pending.slots = self.slots  # "fcfs-bound" runs a virtual FCFS schedule on them
         self.stats = QueueStats()
@@ -133,6 +153,15 @@ class AdmissionQueue:
         self._throttler = self.rate_limit.throttler() if self.rate_limit is not None else None
         self._deferred: list[Ticket] = []
         self._waking = False
+
+    def _tenant_pending(self, tau, service):
+        """One tenant's sub-structure: the policy's own, sharing ``tau`` and ``service``."""
+        p = self.policy.new_pending()
+        if tau is not None:
+            p.tau = tau
+        if service is not None:
+            p.service = service
+        return p
 
     # ---- introspection -------------------------------------------------------------
     @property
@@ -211,6 +240,8 @@ class AdmissionQueue:
                 self._score(t)
             for r in [r for r in self._running if r._scorer is not None]:  # at most `slots` tickets
                 self._score(r)
+        if t.entry.supersede is not None:
+            self._supersede_older(t)
         verdict = self._check(t)
         if verdict is None:
             self._enqueue(t)
@@ -221,6 +252,33 @@ class AdmissionQueue:
             t._defer_timer = self._loop.call_later(self.overload.config.defer_s, self._defer_expired, t)
         else:
             self._reject(t, verdict)
+
+    def _supersede_older(self, t: "Ticket") -> None:
+        """``t`` replaces the queued ticket with its (tenant, supersede key), if any."""
+        key = (t.entry.tenant, t.entry.supersede)
+        old = self._supersede.get(key)
+        self._supersede[key] = t
+        if old is None or old is t or old.state not in ("queued", "deferred"):
+            return
+        was_deferred = old.state == "deferred"
+        old.state = "superseded"
+        if was_deferred:
+            if old in self._deferred:
+                self._deferred.remove(old)
+            if old._defer_timer is not None:
+                old._defer_timer.cancel()
+                old._defer_timer = None
+        elif self.pending.remove(old.entry) and self.overload is not None:
+            self.overload.left(old.entry)
+        self.stats.superseded += 1
+        self._emit("on_cancel", old.entry)
+        if old._fut is not None and not old._fut.done():
+            old._fut.set_exception(Superseded(self.name))
+
+    def _forget_supersede(self, t: "Ticket") -> None:
+        key = (t.entry.tenant, t.entry.supersede)
+        if self._supersede.get(key) is t:
+            del self._supersede[key]
 
     def _dispatches_at_once(self) -> bool:
         """True when a request submitted now is granted a slot without waiting."""
@@ -242,6 +300,8 @@ class AdmissionQueue:
         fresh = self.policy.make_entry(e.seq, e.arrival, prediction, meta)
         e.key, e.klass, e.expected_tokens, e.fallback = fresh.key, fresh.klass, fresh.expected_tokens, fresh.fallback
         e.priority, e.deadline, e.scored = fresh.priority, fresh.deadline, True
+        if t.state != "running":  # not yet in the queue: who it belongs to may still change
+            e.tenant, e.supersede = fresh.tenant, fresh.supersede
         if not math.isnan(e.dispatched_at):  # it was dispatched unscored
             if e.fallback:
                 self.stats.fallback += 1
@@ -324,6 +384,8 @@ class AdmissionQueue:
                 self.stats.promoted += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
             entry.dispatched_at = now
+            if entry.supersede is not None:
+                self._forget_supersede(t)
             t.state = "running"
             self._running.add(t)
             if self.overload is not None:
@@ -371,6 +433,7 @@ class Ticket:
     """One request's admission: an async context manager holding a slot.
 
     States: "new" → "queued" → "running" → "released"; or "queued" → "cancelled";
+    or "queued" → "superseded" (a newer request with its supersede key);
     with overload control also "new" → "rejected", and "new" → "deferred" →
     "queued" | "rejected" | "cancelled".
 
@@ -410,6 +473,8 @@ class Ticket:
             asyncio.CancelledError: the caller was cancelled while waiting (same).
             sjf_core.errors.AdmissionRejected: overload control refused the request
                 (it never entered the queue; ``release`` is then a no-op).
+            sjf_core.errors.Superseded: a newer request with the same supersede key
+                replaced it while it was queued (``release`` is then a no-op).
             RuntimeError: the ticket was already used.
         """
         if self.state != "new":
@@ -458,6 +523,8 @@ class Ticket:
             return
         if self.state == "queued":
             self.state = "cancelled"
+            if self.entry.supersede is not None:
+                self.queue._forget_supersede(self)
             if self.queue.pending.remove(self.entry):
                 self.queue.stats.cancelled += 1
                 if self.queue.overload is not None:

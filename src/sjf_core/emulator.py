@@ -23,6 +23,18 @@ and not, with ``usage``), ``POST /v1/completions``, ``POST /v1/responses`` (simp
 ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens`` cap the answer
 (``finish_reason: "length"``).
 
+Ollama's native API on the same port and the same slots: ``POST /api/chat`` (scored
+text: the last user message) and ``POST /api/generate`` (``prompt``). They stream NDJSON
+(``application/x-ndjson``, one JSON object a line) unless the body says
+``"stream": false``; ``options.num_predict`` caps the answer (``done_reason:
+"length"``). Each line carries ``model``, ``created_at``, ``done`` and ``message``
+(chat) or ``response`` (generate); the last one (``done: true``) adds ``done_reason``,
+``prompt_eval_count``, ``eval_count`` and the ``*_duration`` fields (nanoseconds).
+``GET /api/tags``, ``GET /api/version`` and ``POST /api/show`` answer at once.
+
+llama.cpp server's ``GET /props`` answers ``{"total_slots": slots, ...}`` (unless
+``props=False``: then 404, as a server that cannot say).
+
 Fault injection (a trace line's ``fault`` field, or the request header
 ``x-emulator-fault``): ``"500"`` / ``"503"`` / ``"429"`` (that HTTP status, returned
 once the request holds its slot), ``"drop"`` (close the connection without an answer),
@@ -33,10 +45,22 @@ before generating: lets a test hold the backend busy while it builds a queue).
 Client disconnects (``on_disconnect``):
 
 * ``"stop"``: stop generating at the next tick and free the slot (a queued request
-  whose client left is dropped from the FIFO);
-* ``"continue"``: keep generating until the answer is done, like llama-cpp-python's
-  server (DESIGN.md "Real backends"): the slot stays busy, and a queued orphan is
-  still served.
+  whose client left is dropped from the FIFO), like llama.cpp's server and Ollama (at
+  its next token);
+* ``"continue"``: keep generating until the answer is done: the slot stays busy, and a
+  queued orphan is still served;
+* ``"stop-streams"``: a stream stops at its next chunk, a non-streamed answer keeps
+  generating to its end (llama-cpp-python's server, DESIGN.md "Real backends").
+
+Every request that got a slot is recorded in ``stats()["order"]`` with ``t_in`` (it
+reached the emulator), ``t_start`` (it got a slot), ``t_out`` (its handler returned:
+the answer, or the orphan's generation, ended), all ``time.monotonic()`` seconds, and
+``probe`` (it carried the ``x-sjf-probe`` header of :mod:`sjf_core.backend_probe`).
+Probes take a slot like any request but are counted apart (``probes``,
+``probes_in_flight``, ``max_probes_in_flight``): ``in_flight`` / ``max_in_flight``
+count user requests only.
+:func:`max_overlap` and :func:`idle_gaps` compute the backend's real concurrency and
+idle time from these records.
 
 Privacy: the emulator keeps only prompt hashes; its stats never contain prompt text.
 
@@ -67,7 +91,7 @@ FAULT_HEADER = "x-emulator-fault"
 REQUEST_ID_HEADER = "x-emulator-request-id"
 PROBE_HEADER = "x-sjf-probe"  # sjf_core.backend_probe marks its idle probes with it
 FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold")
-DISCONNECT_MODES = ("stop", "continue")
+DISCONNECT_MODES = ("stop", "continue", "stop-streams")
 _WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do")
 
 
@@ -105,12 +129,12 @@ def request_text(body: Any, endpoint: str) -> str:
     """
     if not isinstance(body, Mapping):
         return ""
-    if endpoint == "completions":
+    if endpoint in ("completions", "ollama-generate"):
         p = body.get("prompt")
         if isinstance(p, list):
             p = p[0] if p else ""
         return p if isinstance(p, str) else ""
-    items = body.get("messages") if endpoint == "chat" else body.get("input")
+    items = body.get("messages") if endpoint in ("chat", "ollama-chat") else body.get("input")
     if isinstance(items, str):
         return items
     if isinstance(items, list):
@@ -220,10 +244,11 @@ class EmulatorConfig:
         trace: path of a JSONL trace, or None (fallback lengths only).
         trace_records: trace records given in memory (added after ``trace``).
         seed: seed of the fallback length distribution.
-        on_disconnect: "stop" or "continue" (see module docstring).
+        on_disconnect: "stop", "continue" or "stop-streams" (see module docstring).
         tick_s: emission tick (seconds); tokens due are emitted once per tick.
         first_token_s: extra delay before the first token (prefill), seconds.
         model: model id listed by ``/v1/models`` (any requested model is accepted).
+        props: answer llama.cpp's ``GET /props`` (``total_slots``); False: 404.
     """
 
     tokens_per_s: float = 200.0
@@ -235,6 +260,7 @@ class EmulatorConfig:
     tick_s: float = 0.02
     first_token_s: float = 0.0
     model: str = "emulator"
+    props: bool = True
 
     def __post_init__(self):
         if not self.tokens_per_s > 0:
@@ -250,8 +276,11 @@ class EmulatorConfig:
 @dataclass
 class _Stats:
     received: int = 0
-    in_flight: int = 0  # received and not finished (waiting + generating)
+    in_flight: int = 0  # user requests received and not finished (waiting + generating); probes apart
     max_in_flight: int = 0
+    probes: int = 0  # x-sjf-probe requests received
+    probes_in_flight: int = 0
+    max_probes_in_flight: int = 0
     generating: int = 0
     max_generating: int = 0
     waiting: int = 0
@@ -343,6 +372,12 @@ class Emulator:
             r.add_post(prefix + "/responses", self._responses)
             r.add_post(prefix + "/embeddings", self._embeddings)
             r.add_get(prefix + "/models", self._models)
+        r.add_post("/api/chat", self._ollama_chat)
+        r.add_post("/api/generate", self._ollama_generate)
+        r.add_get("/api/tags", self._ollama_tags)
+        r.add_get("/api/version", self._ollama_version)
+        r.add_post("/api/show", self._ollama_show)
+        r.add_get("/props", self._props)
         r.add_get("/health", self._health)
         r.add_get("/emulator/stats", self._stats_handler)
         r.add_post("/emulator/reset", self._reset_handler)
@@ -379,8 +414,11 @@ class Emulator:
         requests in the order they got a slot: ``{"seq", "hash" (12 hex of the prompt's
         SHA-256), "id" (x-emulator-request-id header or None), "tokens" (planned),
         "outcome" ("running", "held", "ok", "error", "dropped", "disconnected"),
-        "keys" (the request body's top-level field names), "t_in" / "t_out" (monotonic
-        seconds at which the request arrived / its handler returned)}``."""
+        "keys" (the request body's top-level field names), "t_in" / "t_start" / "t_out"
+        (monotonic seconds at which the request arrived / got a slot / its handler
+        returned), "probe" (an ``x-sjf-probe`` request), "sjf_headers" (names of the
+        ``x-sjf-*`` request headers it got), "stream", "api" ("chat",
+        "completions", "responses", "ollama-chat", "ollama-generate")}``."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
         d.update(held=self.held, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
@@ -390,7 +428,8 @@ class Emulator:
     def reset(self) -> None:
         """Zero the counters (gauges of requests still open are kept)."""
         s = self._stats
-        self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, generating=s.generating,
+        self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, probes_in_flight=s.probes_in_flight,
+                             max_probes_in_flight=s.probes_in_flight, generating=s.generating,
                              max_generating=s.generating, waiting=s.waiting)
 
     async def _stats_handler(self, request: web.Request) -> web.Response:
@@ -428,6 +467,32 @@ class Emulator:
     async def _responses(self, request):
         return await self._serve(request, "responses")
 
+    async def _ollama_chat(self, request):
+        return await self._serve(request, "ollama-chat")
+
+    async def _ollama_generate(self, request):
+        return await self._serve(request, "ollama-generate")
+
+    async def _ollama_tags(self, request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": self.config.model, "model": self.config.model,
+                                              "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64,
+                                              "details": {"format": "gguf", "family": "emulator"}}]})
+
+    async def _ollama_version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.0.0-emulator"})
+
+    async def _ollama_show(self, request: web.Request) -> web.Response:
+        return web.json_response({"modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
+                                  "details": {"format": "gguf", "family": "emulator"}, "model_info": {},
+                                  "capabilities": ["completion"]})
+
+    async def _props(self, request: web.Request) -> web.Response:
+        if not self.config.props:
+            return web.json_response({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+                                     status=404)
+        return web.json_response({"total_slots": int(self.config.slots), "model_path": self.config.model,
+                                  "default_generation_settings": {"n_ctx": 4096}})
+
     async def _embeddings(self, request: web.Request) -> web.Response:
         """Embeddings are answered at once (not queued): 8 deterministic floats per input."""
         try:
@@ -462,17 +527,24 @@ class Emulator:
         item = self.trace.lookup(h)
         fault = request.headers.get(FAULT_HEADER) or item.fault
         cap = _max_tokens(body)
+        ollama = endpoint.startswith("ollama")
         n_tokens = item.tokens if cap is None else min(item.tokens, cap)
         finish = "length" if cap is not None and item.tokens > cap else "stop"
-        stream = bool(body.get("stream"))
+        stream = body.get("stream") is not False if ollama else bool(body.get("stream"))
         rid = request.headers.get(REQUEST_ID_HEADER)
 
         s = self._stats
         s.received += 1
         t_in = time.monotonic()
         rec = None
-        s.in_flight += 1
-        s.max_in_flight = max(s.max_in_flight, s.in_flight)
+        probe = PROBE_HEADER in request.headers
+        if probe:  # our idle probe: counted apart, so "never more than slots" speaks of user requests
+            s.probes += 1
+            s.probes_in_flight += 1
+            s.max_probes_in_flight = max(s.max_probes_in_flight, s.probes_in_flight)
+        else:
+            s.in_flight += 1
+            s.max_in_flight = max(s.max_in_flight, s.in_flight)
         try:
             # ---- wait for a slot (FIFO) -------------------------------------------------
             fut = self._slots.try_acquire()
@@ -495,7 +567,9 @@ class Emulator:
             s.max_generating = max(s.max_generating, s.generating)
             self._seq += 1
             rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
-                   "keys": sorted(body), "t_in": round(t_in, 4), "probe": PROBE_HEADER in request.headers}
+                   "keys": sorted(body), "t_in": round(t_in, 4), "t_start": round(time.monotonic(), 4),
+                   "probe": probe, "stream": stream, "api": endpoint,
+                   "sjf_headers": sorted(k.lower() for k in request.headers if k.lower().startswith("x-sjf-"))}
             s.order.append(rec)
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)
@@ -503,7 +577,10 @@ class Emulator:
                 s.generating -= 1
                 self._slots.release()
         finally:
-            s.in_flight -= 1
+            if probe:
+                s.probes_in_flight -= 1
+            else:
+                s.in_flight -= 1
             if rec is not None:
                 rec["t_out"] = round(time.monotonic(), 4)
 
@@ -538,7 +615,8 @@ class Emulator:
         fmt = _Format(endpoint, body, self.config.model, self._seq, prompt_tokens=max(1, len(text) // 4))
         resp = None
         if stream:
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            ctype = "application/x-ndjson" if endpoint.startswith("ollama") else "text/event-stream"
+            resp = web.StreamResponse(headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
             try:
                 await resp.prepare(request)
                 for ev in fmt.stream_start():
@@ -574,7 +652,8 @@ class Emulator:
                 _abort(request)
                 return resp if resp is not None else web.Response(status=500)
             if not client_here:
-                if self.config.on_disconnect == "stop":
+                mode = self.config.on_disconnect
+                if mode == "stop" or (mode == "stop-streams" and stream):
                     return await self._client_gone(request, n_tokens, rec, produced, resp)
             if produced < n_tokens:
                 await asyncio.sleep(self.config.tick_s)
@@ -607,11 +686,51 @@ class Emulator:
 
 # ---- formatting helpers ---------------------------------------------------------------------
 def _max_tokens(body: Mapping) -> int | None:
-    for k in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        v = body.get(k)
+    """The answer cap: ``max_completion_tokens`` / ``max_tokens`` / ``max_output_tokens``,
+    or Ollama's ``options.num_predict`` (negative: no cap, as in Ollama)."""
+    opts = body.get("options")
+    cands = [body.get(k) for k in ("max_completion_tokens", "max_tokens", "max_output_tokens")]
+    if isinstance(opts, Mapping):
+        cands.append(opts.get("num_predict"))
+    for v in cands:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
             return int(v)
     return None
+
+
+def max_overlap(records: Iterable[Mapping[str, Any]], probes: bool = False) -> int:
+    """The most requests the backend held at once, from ``stats()["order"]`` records
+    (intervals ``[t_in, t_out]``; requests still open count up to now). Probe requests
+    (``probe: true``) are left out unless ``probes``."""
+    events = []
+    now = time.monotonic()
+    for r in records:
+        if r.get("probe") and not probes:
+            continue
+        events.append((float(r["t_in"]), 1))
+        events.append((float(r.get("t_out", now)), -1))
+    events.sort(key=lambda e: (e[0], e[1]))  # an end at the same instant as a start goes first
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def idle_gaps(records: Iterable[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """For each user request (probes left out) that arrived after every earlier one had
+    ended: ``(seq, seconds the backend held none of them before it arrived)``. Sorted by
+    arrival."""
+    rs = sorted((r for r in records if not r.get("probe")), key=lambda r: float(r["t_in"]))
+    out = []
+    last_end = None
+    for r in rs:
+        t_in = float(r["t_in"])
+        if last_end is not None and t_in >= last_end:
+            out.append((int(r["seq"]), t_in - last_end))
+        end = float(r.get("t_out", math.inf))
+        last_end = end if last_end is None else max(last_end, end)
+    return out
 
 
 def _words(start: int, end: int) -> str:
@@ -644,7 +763,8 @@ class _Format:
         self.prompt_tokens = prompt_tokens
         so = body.get("stream_options")
         self.include_usage = isinstance(so, Mapping) and bool(so.get("include_usage"))
-        prefix = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp"}[endpoint]
+        prefix = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp", "ollama-chat": "ollama",
+                  "ollama-generate": "ollama"}[endpoint]
         self.id = f"{prefix}-emu{seq}"
 
     def usage(self, n: int) -> dict:
@@ -665,7 +785,21 @@ class _Format:
                             "content": [{"type": "output_text", "text": text, "annotations": []}]}],
                 "usage": self.usage(n)}
 
+    def _ollama(self, text: str, done: bool, n: int = 0, finish: str = "stop") -> bytes:
+        d: dict = {"model": self.model, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.created))}
+        if self.endpoint == "ollama-chat":
+            d["message"] = {"role": "assistant", "content": text}
+        else:
+            d["response"] = text
+        d["done"] = done
+        if done:
+            d.update(done_reason=finish, total_duration=1, load_duration=0, prompt_eval_count=self.prompt_tokens,
+                     prompt_eval_duration=1, eval_count=n, eval_duration=1)
+        return (json.dumps(d, separators=(",", ":")) + "\n").encode()
+
     def stream_start(self) -> list[bytes]:
+        if self.endpoint.startswith("ollama"):
+            return []
         if self.endpoint == "chat":
             return [_sse(self._chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}))]
         if self.endpoint == "responses":
@@ -675,6 +809,8 @@ class _Format:
         return []
 
     def stream_delta(self, text: str) -> bytes:
+        if self.endpoint.startswith("ollama"):
+            return self._ollama(text, False)
         if self.endpoint == "chat":
             return _sse(self._chunk({"index": 0, "delta": {"content": text}, "finish_reason": None}))
         if self.endpoint == "responses":
@@ -683,6 +819,8 @@ class _Format:
         return _sse(self._chunk({"index": 0, "text": text, "logprobs": None, "finish_reason": None}))
 
     def stream_end(self, n: int, finish: str) -> list[bytes]:
+        if self.endpoint.startswith("ollama"):
+            return [self._ollama("", True, n, finish)]
         if self.endpoint == "responses":
             r = self._response_obj(_words(0, n), n, "completed")
             return [_sse({"type": "response.completed", "response": r}, "response.completed")]
@@ -700,6 +838,8 @@ class _Format:
         return out
 
     def full(self, text: str, n: int, finish: str) -> dict:
+        if self.endpoint.startswith("ollama"):
+            return json.loads(self._ollama(text, True, n, finish))
         if self.endpoint == "responses":
             return self._response_obj(text, n, "completed")
         if self.endpoint == "chat":
@@ -779,4 +919,5 @@ def start_in_thread(config: EmulatorConfig | None = None, **kw) -> EmulatorThrea
 
 
 __all__ = ["Emulator", "EmulatorConfig", "EmulatorThread", "Trace", "TraceItem", "prompt_hash", "short_hash",
+           "max_overlap", "idle_gaps", "PROBE_HEADER",
            "request_text", "start_in_thread", "FAULTS", "FAULT_HEADER", "REQUEST_ID_HEADER", "DISCONNECT_MODES"]

@@ -51,6 +51,8 @@ class Entry:
             (:meth:`~sjf_core.admission.AdmissionQueue.ticket` ``scorer``): it
             was granted a slot at once, with no order to decide; ``key``,
             ``klass`` and ``expected_tokens`` are then placeholders.
+        tenant: tenant id (hashed) for fair shares, or None (the shared tenant).
+        supersede: supersede key (see :class:`~sjf_core.policies.RequestMeta`), or None.
         payload: adapter- or simulator-owned object (a future, a simulated job).
         evidence: the length memory's handle of this request (digests and numbers,
             no text; :mod:`sjf_core.memory`), fed with the answer tokens at completion.
@@ -65,6 +67,8 @@ class Entry:
     deadline: float | None = None
     fallback: bool = False
     scored: bool = True
+    tenant: str | None = None
+    supersede: str | None = None
     payload: Any = None
     evidence: Any = field(default=None, repr=False)
     # bookkeeping owned by the pending queue / admission queue

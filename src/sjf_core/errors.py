@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 
+class Superseded(Exception):
+    """A newer request with the same supersede key (same backend queue, same tenant)
+    replaced this one while it was still queued; it never reached the backend.
+
+    Adapters map it to HTTP 409 (LiteLLM) or ``openai.ConflictError`` (OpenAI wrapper).
+
+    Attributes:
+        backend: the backend queue key.
+    """
+
+    def __init__(self, backend: str = "default"):
+        self.backend = backend
+        super().__init__(f"superseded by a newer request with the same key on backend {backend}")
+
+
 class AdmissionRejected(Exception):
     """Overload control refused a request before it was admitted (seed 003 cost ladder).
 

@@ -33,7 +33,12 @@ name                                        type       labels
                                                        completion when the answer length is known
 ``sjf_service_seconds``                     histogram  backend, true_class: dispatch → release
 ``sjf_predictor_latency_seconds``           histogram  (none): one predictor call
+``sjf_tenant_queue_depth``                  gauge      backend, tenant: requests of one tenant waiting
+``sjf_tenant_queue_wait_seconds``           histogram  backend, tenant: submit → dispatch per tenant
 =========================================  =========  ==============================================
+
+``tenant`` is the tenant id of :mod:`sjf_core.tenants` (12 hex digits of a hash unless
+the configuration allows names); requests without a tenant are not counted per tenant.
 
 ``predicted_class`` is ``short``, ``medium``, ``long``, ``unscored`` (fail-open
 requests) or ``idle`` (granted a slot at once with no order to decide, so not scored:
@@ -180,6 +185,10 @@ class _Families:
             ["backend", "true_class"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
         self.service = Histogram("sjf_service_seconds", "Slot holding time (dispatch to release) by true class, seconds.",
                                  ["backend", "true_class"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
+        self.tenant_depth = Gauge("sjf_tenant_queue_depth", "Requests of one tenant waiting for a slot.",
+                                  ["backend", "tenant"], registry=r, multiprocess_mode="livesum")
+        self.tenant_wait = Histogram("sjf_tenant_queue_wait_seconds", "Queue wait (submit to dispatch) per tenant, seconds.",
+                                     ["backend", "tenant"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
         self.predictor_latency = Histogram("sjf_predictor_latency_seconds", "Latency of one predictor call, seconds.",
                                            buckets=PREDICTOR_LATENCY_BUCKETS_S, registry=r)
 
@@ -240,6 +249,8 @@ class PrometheusMetrics(QueueEvents):
         pc = _predicted_class(entry)
         self._child("enqueued", b, pc).inc()
         self._child("queue_depth", b).inc()
+        if entry.tenant is not None:
+            self._child("tenant_depth", b, str(entry.tenant)).inc()
         if entry.fallback:
             self._child("fail_open", b, "unscored").inc()
 
@@ -251,6 +262,10 @@ class PrometheusMetrics(QueueEvents):
         self._child("admissions", b, pc).inc()
         if math.isfinite(wait_s):
             self._child("queue_wait", b, pc).observe(max(0.0, wait_s))
+        if entry.tenant is not None:
+            self._child("tenant_depth", b, str(entry.tenant)).dec()
+            if math.isfinite(wait_s):
+                self._child("tenant_wait", b, str(entry.tenant)).observe(max(0.0, wait_s))
         if entry.promoted:
             self._child("promotions", b).inc()
         self._set_tau(queue, b)
@@ -276,6 +291,8 @@ class PrometheusMetrics(QueueEvents):
         b = self._backend(queue.name)
         self._child("queue_depth", b).dec()
         self._child("cancellations", b).inc()
+        if entry.tenant is not None:
+            self._child("tenant_depth", b, str(entry.tenant)).dec()
 
     def on_reject(self, queue: Any, entry: Any = None, reason: Any = "unknown", *args: Any, **kw: Any) -> None:
         """Overload control refused a request (never enqueued, so the depth is unchanged).

@@ -12,6 +12,11 @@ oldest waiter for τ is O(1) amortised on a second heap ordered by arrival
 
 Dispatch order at each :meth:`pop` (every structure here):
 
+0. **Strict priority bands.** Only waiters of the top non-empty band (highest
+   ``priority``) are candidates; every rule below applies inside that band. Every
+   due heap and the τ age index are ordered by ``(-priority, due, seq)``, so each
+   heap's top is exactly the candidate of its rule (a lower band's due waiter
+   never preempts a higher band).
 1. **Due waiters, earliest due time first (EDF).** A waiter is due at its latest
    start time when it has a deadline (request metadata ``sjf_deadline_s``):
    deadline minus its expected service time
@@ -24,7 +29,7 @@ Dispatch order at each :meth:`pop` (every structure here):
 2. **τ promotion** ("strict", "one-in-k", "aged-sjf"): waiters older than τ
    (paper §3.4); see :class:`HeapPending` for each rule.
 3. **The policy order**: priority (higher first), then the policy key, then
-   arrival; with ``promotion="aging"`` the key is age-weighted.
+   arrival; with ``promotion="aging"`` the key is age-weighted (within a band).
 """
 
 from __future__ import annotations
@@ -85,28 +90,32 @@ class PendingQueue(Protocol):
 
 
 class AgeIndex:
-    """Waiters ordered by arrival, for τ: O(log n) push, O(1) amortised oldest."""
+    """Waiters ordered by band, then arrival, for τ: O(log n) push, O(1) amortised
+    oldest. The top is the oldest waiter of the highest band present."""
 
     __slots__ = ("_heap",)
 
     def __init__(self):
-        self._heap: list[tuple[float, int, Entry]] = []
+        self._heap: list[tuple[int, float, int, Entry]] = []
 
     def push(self, entry: Entry) -> None:
-        heapq.heappush(self._heap, (entry.arrival, entry.seq, entry))
+        heapq.heappush(self._heap, (-entry.priority, entry.arrival, entry.seq, entry))
 
     def oldest(self) -> Entry | None:
+        """The oldest live waiter of the highest band in the index, or None."""
         h = self._heap
-        while h and h[0][2].removed:
+        while h and h[0][3].removed:
             heapq.heappop(h)
-        return h[0][2] if h else None
+        return h[0][3] if h else None
 
     def pop_older_than(self, arrival: float) -> list[Entry]:
-        """Remove and return the waiters that arrived before ``arrival``, oldest first."""
+        """Remove and return the live waiters of the highest band(s) that arrived before
+        ``arrival``, oldest first within a band; stops at the first younger live waiter
+        (lower bands are reached once the higher ones are gone)."""
         h = self._heap
         out = []
-        while h and h[0][0] < arrival:
-            e = heapq.heappop(h)[2]
+        while h and (h[0][3].removed or h[0][1] < arrival):
+            e = heapq.heappop(h)[3]
             if not e.removed:
                 out.append(e)
         return out
@@ -184,6 +193,8 @@ class _PendingBase:
         # "work-bound": due points on the served-work clock, and the work now waiting
         self._work_bounds: list[tuple[float, int, Entry]] = []
         self._waiting_tokens = 0.0
+        # work of the waiters that arrived since the last dispatch (same served_work value)
+        self._batch_tokens = 0.0
         self.mean_backlog_s = 0.0  # EWMA of the backlog seen by arrivals ("fcfs-bound")
         #: slots of the queue this structure serves (the admission queue sets it);
         #: used by "fcfs-bound" to run its virtual FCFS schedule
@@ -199,6 +210,9 @@ class _PendingBase:
         self._waiting_work = 0.0
         self._running: dict[int, tuple[float, float]] = {}
         self._size = 0
+        #: live waiters per priority band, and the top non-empty band (None when empty)
+        self._bands: dict[int, int] = {}
+        self.top_band: int | None = None
         self._since_promotion = 0
         self.promotions = 0
         self.deadline_dispatches = 0
@@ -220,20 +234,25 @@ class _PendingBase:
         entry.promoted = False
         entry.served_at_arrival = self.served_work
         entry.work_tokens = work_tokens(entry)
+        p = entry.priority
+        self._bands[p] = self._bands.get(p, 0) + 1
+        if self.top_band is None or p > self.top_band:
+            self.top_band = p
         self._push_main(entry)
         if self.promotion in ("strict", "one-in-k", "aged-sjf"):
             self._ages.push(entry)
         if entry.deadline is not None and math.isfinite(entry.deadline):
             latest = entry.deadline - self.service.expected_s(entry.klass, entry.expected_tokens)
-            heapq.heappush(self._deadlines, (latest, entry.seq, entry))
+            heapq.heappush(self._deadlines, (-p, latest, entry.seq, entry))
         bound = self._fcfs_bound(entry) if self.promotion == "fcfs-bound" else math.inf
         if self.max_wait_s is not None:
             bound = min(bound, entry.arrival + self.max_wait_s)
         if bound < math.inf:
-            heapq.heappush(self._bounds, (bound, entry.seq, entry))
+            heapq.heappush(self._bounds, (-p, bound, entry.seq, entry))
         if self.promotion == "work-bound" and not math.isinf(self.tau.tau_s):
-            heapq.heappush(self._work_bounds, (self._work_bound(entry), entry.seq, entry))
+            heapq.heappush(self._work_bounds, (-p, self._work_bound(entry), entry.seq, entry))
         self._waiting_tokens += entry.work_tokens
+        self._batch_tokens += entry.work_tokens
         if self.promotion == "fcfs-bound":
             work = self.service.expected_s(entry.klass, entry.expected_tokens)
             self._work[id(entry)] = work
@@ -247,6 +266,9 @@ class _PendingBase:
         entry.removed = True
         self._size -= 1
         self._waiting_tokens -= entry.work_tokens
+        self._left_band(entry)
+        if entry.served_at_arrival == self.served_work:
+            self._batch_tokens -= entry.work_tokens
         self._left(entry)
         if self._work:
             self._left_work(entry, None)
@@ -273,7 +295,9 @@ class _PendingBase:
         chosen.removed = True
         self.served_work += chosen.work_tokens
         self._waiting_tokens -= chosen.work_tokens
+        self._batch_tokens = 0.0  # the clock moved: later arrivals are a new batch
         self._size -= 1
+        self._left_band(chosen)
         self._left(chosen)
         if self._work:
             self._left_work(chosen, now)
@@ -315,20 +339,20 @@ class _PendingBase:
         the queue was idle before and however fast the backend is.
 
         Without aging: ``(-priority, key, seq)`` (:meth:`Entry.sort_key`). With
-        ``promotion="aging"`` and finite τ: ``(key + key_span × (age_credit -
-        priority), seq)`` where the age credit is ``arrival / (horizon × τ)``: a
+        ``promotion="aging"`` and finite τ: ``(-priority, key + key_span ×
+        age_credit, seq)`` where the age credit is ``arrival / (horizon × τ)``: a
         waiter gains one key span (a Long's P(Long) lead over a Short) per
         ``horizon × τ`` seconds of waiting, so a request is served before every
         request that arrives more than ``horizon × τ × Δkey/key_span`` seconds after
         it (bounded starvation), while simultaneous arrivals (a burst) keep pure
-        policy order. One priority step is worth ``horizon × τ`` of waiting.
+        policy order. Priority is a strict band in front of the aged key.
         """
         if self.promotion == "work-aging" and not math.isinf(self.tau.tau_s):
             return (-entry.priority, entry.key + self._work_scale * entry.served_at_arrival, entry.seq)
         if self.promotion != "aging" or math.isinf(self._aging_s):
             return entry.sort_key()
-        credit = (entry.arrival - self._origin) / self._aging_s - entry.priority
-        return (entry.key + self.key_span * credit, entry.seq)
+        credit = (entry.arrival - self._origin) / self._aging_s
+        return (-entry.priority, entry.key + self.key_span * credit, entry.seq)
 
     def _maybe_reanchor(self, arrival: float) -> None:
         tau_s = self.tau.tau_s
@@ -388,8 +412,11 @@ class _PendingBase:
         """Due point of ``entry`` under "work-bound", on the served-work clock (tokens):
         ``W + max(slowdown × w, (1 + work_slack) × A)`` where W is :attr:`served_work`
         at its arrival, w its own work (:func:`work_tokens`) and A the work waiting
-        ahead of it (FCFS would start it once A more tokens had been served)."""
-        ahead = max(0.0, self._waiting_tokens)
+        ahead of it (FCFS would start it once A more tokens had been served), counting
+        only waiters that arrived before the last dispatch: requests that arrive
+        together, with no dispatch between them (a burst), are not "ahead" of each
+        other, so a burst keeps pure policy order instead of its arrival order."""
+        ahead = max(0.0, self._waiting_tokens - self._batch_tokens)
         return entry.served_at_arrival + max(self.slowdown * entry.work_tokens, (1.0 + self.work_slack) * ahead)
 
     def _left_work(self, entry: Entry, dispatched_at: float | None) -> None:
@@ -400,26 +427,41 @@ class _PendingBase:
         if dispatched_at is not None:
             self._running[id(entry)] = (work, dispatched_at)
 
-    def _due_deadline(self, now: float) -> Entry | None:
-        h = self._deadlines
-        while h and h[0][2].removed:
+    def _left_band(self, entry: Entry) -> None:
+        p = entry.priority
+        n = self._bands.get(p, 0) - 1
+        if n > 0:
+            self._bands[p] = n
+            return
+        self._bands.pop(p, None)
+        if p == self.top_band:
+            self.top_band = max(self._bands) if self._bands else None
+
+    @staticmethod
+    def _band_top(h: list, band: int | None):
+        """The live top ``(-priority, due, seq, entry)`` of a due heap if it belongs to
+        ``band`` (pops removed entries first), else None."""
+        while h and h[0][3].removed:
             heapq.heappop(h)
-        if h and h[0][0] <= now:
+        if h and h[0][3].priority == band:
+            return h[0]
+        return None
+
+    def _due_deadline(self, now: float) -> Entry | None:
+        band = self.top_band
+        top = self._band_top(self._deadlines, band)
+        if top is not None and top[1] <= now:
             self.deadline_dispatches += 1
-            return heapq.heappop(h)[2]
-        b = self._bounds
-        while b and b[0][2].removed:
-            heapq.heappop(b)
-        if b and b[0][0] <= now and now - b[0][2].arrival >= self.floor * self.mean_backlog_s:
-            e = heapq.heappop(b)[2]
+            return heapq.heappop(self._deadlines)[3]
+        top = self._band_top(self._bounds, band)
+        if top is not None and top[1] <= now and now - top[3].arrival >= self.floor * self.mean_backlog_s:
+            e = heapq.heappop(self._bounds)[3]
             e.promoted = True
             self.promotions += 1
             return e
-        w = self._work_bounds
-        while w and w[0][2].removed:
-            heapq.heappop(w)
-        if w and w[0][0] <= self.served_work:
-            e = heapq.heappop(w)[2]
+        top = self._band_top(self._work_bounds, band)
+        if top is not None and top[1] <= self.served_work:
+            e = heapq.heappop(self._work_bounds)[3]
             e.promoted = True
             self.promotions += 1
             return e
@@ -433,8 +475,8 @@ class _PendingBase:
         tau_s = self.tau.tau_s
         if math.isinf(tau_s) or self._since_promotion + 1 < self.k:
             return None
-        oldest = self._ages.oldest()
-        if oldest is not None and now - oldest.arrival > tau_s:
+        oldest = self._ages.oldest()  # the oldest of the top band
+        if oldest is not None and oldest.priority == self.top_band and now - oldest.arrival > tau_s:
             oldest.promoted = True
             self.promotions += 1
             self._since_promotion = 0
@@ -448,12 +490,13 @@ class _PendingBase:
         for e in self._ages.pop_older_than(now - tau_s):
             heapq.heappush(self._aged, (e.sort_key(), e))
         h = self._aged
-        while h:
+        while h and h[0][1].removed:
+            heapq.heappop(h)
+        if h and h[0][1].priority == self.top_band:  # keyed by sort_key: band first
             e = heapq.heappop(h)[1]
-            if not e.removed:
-                e.promoted = True
-                self.promotions += 1
-                return e
+            e.promoted = True
+            self.promotions += 1
+            return e
         return None
 
     def _clear(self) -> None:
@@ -462,7 +505,10 @@ class _PendingBase:
         self._deadlines.clear()
         self._bounds.clear()
         self._work_bounds.clear()
+        self._bands.clear()
+        self.top_band = None
         self._waiting_tokens = 0.0
+        self._batch_tokens = 0.0
         self._aged.clear()
 
     # ---- subclass hooks ----------------------------------------------------------------
@@ -646,6 +692,10 @@ class DRRPending(_PendingBase):
                 self.deficit[c] = 0.0
                 self._next()
                 continue
+            head = self._head(c)
+            if head is None or head.priority != self.top_band:  # strict bands: not competing now
+                self._next()
+                continue
             if not self._credited:
                 self.deficit[c] += self.quantum(c)
                 self._credited = True
@@ -655,8 +705,9 @@ class DRRPending(_PendingBase):
                 heapq.heappop(self._queues[c])
                 return head
             self._next()
-        # unreachable with sane weights; serve the fullest class rather than stall
-        c = max(range(3), key=lambda i: self._live[i])
+        # unreachable with sane weights; serve the fullest class of the top band rather than stall
+        c = max(range(3), key=lambda i: (self._live[i] > 0 and getattr(self._head(i), "priority", None) == self.top_band,
+                                         self._live[i]))
         head = self._head(c)
         if head is not None:
             heapq.heappop(self._queues[c])

@@ -25,14 +25,15 @@ paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the
 
 Request metadata (:mod:`sjf_core.meta`) acts on every policy the same way:
 
-* **priority** (``metadata.sjf_priority`` / ``x-sjf-priority``, integer): higher is
-  served first. With "strict"/"one-in-k" it is a strict tier below τ promotion;
-  with "aging" one priority step is worth ``horizon × τ`` seconds of waiting (so a
-  low-priority request still cannot starve); with ``fair`` it orders within a class.
+* **priority** (``metadata.sjf_priority`` / ``x-sjf-priority``, integer; LiteLLM's own
+  ``priority`` field through the proxy plugin): higher is served first, as a strict
+  band: every waiter of a higher band is dispatched before any waiter of a lower one,
+  whatever its age, deadline or served-work bound; the starvation guard, deadlines,
+  SJF order and fairness all act inside the top non-empty band (:mod:`sjf_core.pending`).
 * **deadline** (``metadata.sjf_deadline_s`` / ``x-sjf-deadline-s``, seconds from
   arrival): once the request's latest start time (deadline − its expected service
-  time, observed per class) has come, it goes before everything else, earliest
-  latest-start first (EDF). A request is never dropped for missing its deadline.
+  time, observed per class) has come, it goes before everything else of its band,
+  earliest latest-start first (EDF). A request is never dropped for missing its deadline.
 """
 
 from __future__ import annotations
@@ -59,11 +60,19 @@ class RequestMeta:
             (tokens), or None when absent or not a positive integer.
         priority: caller priority; higher is served first (default 0).
         deadline_s: relative deadline in seconds from arrival, or None.
+        explicit_priority: True when the request sent a priority (defaults apply
+            only when it did not, :class:`sjf_core.tenants.IntentDefaults`).
+        tenant: tenant id (hashed, :mod:`sjf_core.tenants`), or None (the shared tenant).
+        supersede: supersede key (``x-sjf-supersede``), or None: a newer request with
+            the same key, backend and tenant replaces this one while it is queued.
     """
 
     max_tokens: int | None = None
     priority: int = 0
     deadline_s: float | None = None
+    explicit_priority: bool = False
+    tenant: str | None = None
+    supersede: str | None = None
 
 
 class Policy:
@@ -115,11 +124,14 @@ class Policy:
     def key(self, prediction: Prediction, meta: RequestMeta) -> float:
         raise NotImplementedError
 
-    def new_pending(self) -> PendingQueue:
-        """A fresh pending structure (with its own τ estimate) for one backend queue."""
-        return HeapPending(TauEstimator(self.tau_config), self.promotion, self.k,
+    def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
+        """A fresh pending structure for one backend queue, with its own τ estimate and
+        service statistics unless ``tau`` / ``service`` are given (shared: the
+        per-tenant sub-queues of :class:`~sjf_core.fair_share.TenantPending`)."""
+        return HeapPending(tau or TauEstimator(self.tau_config), self.promotion, self.k,
                            key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
-                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s)
+                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s,
+                           service=service)
 
     def make_entry(self, seq: int, arrival: float, prediction: Prediction | None,
                    meta: RequestMeta | None = None) -> Entry:
@@ -146,6 +158,8 @@ class Policy:
                 entry.deadline = entry.arrival + float(meta.deadline_s)
         except (TypeError, ValueError):
             entry.deadline = None
+        entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
+        entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
         try:
             if prediction is None:
                 raise ValueError("no prediction")
@@ -225,10 +239,11 @@ class FairPolicy(SJFPolicy):
         self.weights = tuple(float(w) for w in weights)
         super().__init__(**kw)
 
-    def new_pending(self) -> PendingQueue:
-        return DRRPending(TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
+    def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
+        return DRRPending(tau or TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
                           key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
-                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s)
+                          slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s,
+                          service=service)
 
 
 class OraclePolicy(Policy):

@@ -18,11 +18,18 @@ key                   value
 ``sjf.model_kind``      ``classifier`` or ``regressor``
 ``sjf.class_bounds``    ``"200,800"``: Short < 200 <= Medium < 800 <= Long tokens
 ``sjf.log_sigma``       regressor only: residual std of ln(1+tokens) on validation
+``sjf.calibration``     optional (regressor): JSON ``[[μ, ln(1+E[tokens])], ...]``,
+                        strictly increasing knots fitted on out-of-family predictions
+``sjf.lexicon``         optional (layout v3): the hashed word lexicon whose score fills
+                        the ``lexicon`` column (:mod:`sjf_core.lexicon`)
 ====================  =======================================================
 
 For a regressor with prediction μ and residual σ, the class probabilities come
 from ln(1+tokens) ~ Normal(μ, σ), and ``expected_tokens`` is the log-normal mean
-``exp(μ + σ²/2) − 1``.
+``exp(μ + σ²/2) − 1``. With ``sjf.calibration``, ``expected_tokens`` is instead
+the calibration map (piecewise linear in (μ, ln(1 + E)), extended linearly past the
+end knots, strictly increasing so the order of μ is kept), and the class
+probabilities use the location ``ln(1 + E) − σ²/2``.
 
 Runtime: onnxruntime, one :class:`onnxruntime.InferenceSession` per process per
 model path (cached), ``intra_op_num_threads=1``, ``inter_op_num_threads=1``.
@@ -30,6 +37,7 @@ model path (cached), ``intra_op_num_threads=1``, ``inter_op_num_threads=1``.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import threading
@@ -46,13 +54,15 @@ from .prediction import TYPICAL_TOKENS, Prediction
 
 __all__ = [
     "Predictor", "PredictorError", "ModelInfo", "load_predictor", "default_model_path", "read_model_info",
-    "META_LAYOUT", "META_KIND", "META_BOUNDS", "META_SIGMA", "DEFAULT_MODEL_FILE",
+    "META_LAYOUT", "META_KIND", "META_BOUNDS", "META_SIGMA", "META_CALIBRATION", "DEFAULT_MODEL_FILE",
+    "calibrated_log1p",
 ]
 
 META_LAYOUT = "sjf.feature_layout"
 META_KIND = "sjf.model_kind"
 META_BOUNDS = "sjf.class_bounds"
 META_SIGMA = "sjf.log_sigma"
+META_CALIBRATION = "sjf.calibration"
 
 #: File name of the shipped default model inside ``models/`` (package ``sjf_core._models``).
 DEFAULT_MODEL_FILE = "default.onnx"
@@ -87,6 +97,7 @@ class ModelInfo:
         bounds: (Short max, Long min) answer tokens, default (200, 800).
         log_sigma: regressor residual std of ln(1+tokens) (> 0); unused for classifiers.
         metadata: all ONNX metadata_props.
+        calibration: (μ knots, ln(1 + E[tokens]) knots) float64 arrays, or None.
     """
 
     path: str
@@ -95,6 +106,7 @@ class ModelInfo:
     bounds: tuple[float, float]
     log_sigma: float
     metadata: dict
+    calibration: tuple | None = None
 
 
 def _models_dir() -> Path:
@@ -128,7 +140,32 @@ def read_model_info(path, metadata: dict) -> ModelInfo:
         raise PredictorError(f"model {path}: bad metadata ({exc})") from None
     if not (0 < lo < hi) or not (sigma > 0 and math.isfinite(sigma)):
         raise PredictorError(f"model {path}: bad class bounds or log_sigma in metadata")
-    return ModelInfo(str(path), layout, kind, (lo, hi), sigma, dict(metadata))
+    cal = None
+    if META_CALIBRATION in metadata:
+        import json
+
+        try:
+            knots = np.asarray(json.loads(metadata[META_CALIBRATION]), dtype=np.float64)
+            ok = knots.ndim == 2 and knots.shape[1] == 2 and len(knots) >= 2 and np.isfinite(knots).all() \
+                and (np.diff(knots[:, 0]) > 0).all() and (np.diff(knots[:, 1]) > 0).all()
+        except (ValueError, TypeError):
+            ok = False
+        if not ok:
+            raise PredictorError(f"model {path}: bad {META_CALIBRATION} (want strictly increasing [[mu, log1p_e], ...])")
+        cal = (knots[:, 0].copy(), knots[:, 1].copy())
+    return ModelInfo(str(path), layout, kind, (lo, hi), sigma, dict(metadata), cal)
+
+
+def calibrated_log1p(mu, knots: tuple) -> np.ndarray:
+    """The calibration map at ``mu`` (array): ln(1 + E[tokens]), piecewise linear through the
+    knots, extended with the end segments' slopes (strictly increasing)."""
+    xs, ys = knots
+    m = np.asarray(mu, dtype=np.float64)
+    out = np.interp(m, xs, ys)
+    lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+    hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    out = np.where(m < xs[0], ys[0] + (m - xs[0]) * lo_slope, out)
+    return np.where(m > xs[-1], ys[-1] + (m - xs[-1]) * hi_slope, out)
 
 
 def _norm_sf(z: np.ndarray) -> np.ndarray:
@@ -146,7 +183,7 @@ class Predictor:
         layout: the :class:`~sjf_core.layouts.Layout` its inputs follow.
     """
 
-    def __init__(self, path, session, info: ModelInfo, layout: Layout):
+    def __init__(self, path, session, info: ModelInfo, layout: Layout, lexicon=None):
         self.path = str(path)
         self.info = info
         self.layout = layout
@@ -173,6 +210,12 @@ class Predictor:
         self._fill = layout.fill
         self._tls = threading.local()
         self._bind_ok = True
+        self._lexicon = lexicon
+        self._lex_col = layout.n_features - 1 if lexicon is not None else None
+        self._cal = info.calibration
+        if self._cal is not None:  # plain-float copies for the single-prompt path
+            self._cal_x = [float(v) for v in self._cal[0]]
+            self._cal_y = [float(v) for v in self._cal[1]]
 
     # ---- raw model outputs -----------------------------------------------------------
     def _run(self, x: np.ndarray) -> np.ndarray:
@@ -188,17 +231,25 @@ class Predictor:
         return y
 
     def features_many(self, texts: Sequence[str]) -> np.ndarray:
-        """Features of ``texts`` in this model's layout: float32 [N, F]."""
-        return self.layout.extract_many(texts)
+        """Features of ``texts`` in this model's layout: float32 [N, F] (with the model's
+        lexicon score in the ``lexicon`` column when it has one)."""
+        x = self.layout.extract_many(texts)
+        if self._lexicon is not None and len(x):
+            x[:, self._lex_col] = self._lexicon.score_many(list(texts))
+        return x
 
     def _probs_from_log(self, mu: np.ndarray) -> np.ndarray:
         lo, hi = self.info.bounds
         s = self.info.log_sigma
+        if self._cal is not None:
+            mu = calibrated_log1p(mu, self._cal) - 0.5 * s * s
         p_ge_lo = _norm_sf((math.log1p(lo) - mu) / s)
         p_ge_hi = _norm_sf((math.log1p(hi) - mu) / s)
         return np.stack([1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi], axis=1)
 
     def _expected_from_log(self, mu: np.ndarray) -> np.ndarray:
+        if self._cal is not None:
+            return np.maximum(np.expm1(calibrated_log1p(mu, self._cal)), 0.0)
         return np.expm1(mu + 0.5 * self.info.log_sigma ** 2)
 
     # ---- public API ------------------------------------------------------------------
@@ -236,10 +287,14 @@ class Predictor:
             xin, yout, io = b
             xin.fill(0.0)
             self._fill(text, xin[0])
+            if self._lex_col is not None:
+                xin[0, self._lex_col] = self._lexicon.score(text)
             self._session.run_with_iobinding(io)
             y = yout[0]
         else:
             x = self.layout.extract(text).reshape(1, -1)
+            if self._lex_col is not None:
+                x[0, self._lex_col] = self._lexicon.score(text)
             if self.info.kind == "classifier":
                 y = self._run(x)[0]  # handles ZipMap outputs
             else:
@@ -247,11 +302,28 @@ class Predictor:
         if self.info.kind == "regressor":  # scalar path (same numbers as predict_features)
             mu = float(y[0])
             s = self.info.log_sigma
+            if self._cal is not None:
+                le = self._cal_one(mu)
+                expected = max(0.0, math.expm1(le))
+                mu = le - self._half_s2
+            else:
+                expected = max(0.0, math.expm1(mu + self._half_s2))
             p_ge_lo = 0.5 * math.erfc((self._log_lo - mu) / s / _SQRT2)
             p_ge_hi = 0.5 * math.erfc((self._log_hi - mu) / s / _SQRT2)
-            return _make_prediction(1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi, max(0.0, math.expm1(mu + self._half_s2)))
+            return _make_prediction(1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi, expected)
         ps, pm, pl = float(y[0]), float(y[1]), float(y[2])
         return _make_prediction(ps, pm, pl, ps * _TYPICAL_T[0] + pm * _TYPICAL_T[1] + pl * _TYPICAL_T[2])
+
+    def _cal_one(self, mu: float) -> float:
+        """:func:`calibrated_log1p` of one float, without numpy (the single-prompt path)."""
+        xs, ys = self._cal_x, self._cal_y
+        if mu <= xs[0]:
+            return ys[0] + (mu - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
+        if mu >= xs[-1]:
+            return ys[-1] + (mu - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        i = bisect.bisect_right(xs, mu)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (mu - x0) * (y1 - y0) / (x1 - x0)
 
     def _new_binding(self):
         """Per-thread IO binding: a zeroed [1, F] input and a [1, k] output buffer, both bound
@@ -330,7 +402,15 @@ def _open(path: Path) -> Predictor:
     if isinstance(width, int) and width != layout.n_features:
         raise PredictorError(f"model {path}: input width {width} does not match layout "
                              f"{info.layout} ({layout.n_features} features)")
-    return Predictor(path, session, info, layout)
+    from .lexicon import Lexicon
+
+    try:
+        lexicon = Lexicon.from_meta(meta)
+    except ValueError as exc:
+        raise PredictorError(f"model {path}: {exc}") from None
+    if lexicon is not None and "lexicon" not in layout.names[-1:]:
+        raise PredictorError(f"model {path}: a lexicon needs a layout with a lexicon column (v3), not {info.layout}")
+    return Predictor(path, session, info, layout, lexicon)
 
 
 def load_predictor(path: str | os.PathLike | None = None) -> Predictor:

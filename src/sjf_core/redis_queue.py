@@ -227,6 +227,7 @@ class RedisAdmissionQueue:
         listeners: list[QueueEvents] | None = None,
         clock: Callable[[], float] = time.monotonic,
         local_options: dict[str, Any] | None = None,
+        fairness: Any = None,
     ):
         if int(slots) < 1:
             raise ValueError(f"slots must be >= 1, got {slots!r}")
@@ -237,6 +238,10 @@ class RedisAdmissionQueue:
         self.slots = int(slots)
         self.policy = make_policy(policy)
         self._policy_args = policy_server_args(self.policy)
+        from .tenants import Fairness
+
+        #: fair shares across tenants, kept in Redis (tenant queues and service counts)
+        self.fairness = Fairness.parse(fairness if fairness is not None else "off")
         self.name = name
         self.lease_ttl_s = lease_ttl_s
         self.redis_lease_ttl_s = float(redis_lease_ttl_s)
@@ -409,6 +414,14 @@ class RedisAdmissionQueue:
             ls.expiry_at = self.clock() + float(r[at + 3])
             if ls.hb_task is not None and ls.expiry_at < ls.hb_wake_at:
                 ls.hb_kick.set()
+
+    def _tenant_args(self, entry) -> list:
+        """``[tenant, weight]`` enqueue arguments: the entry's tenant id (no spaces, at most
+        64 characters) with fair shares on, else ``["", 1]`` (one shared order)."""
+        t = entry.tenant
+        if not self.fairness.enabled or not isinstance(t, str) or not t:
+            return ["", "1"]
+        return ["".join(c if c.isalnum() or c in "-_.:" else "_" for c in t)[:64], repr(float(self.fairness.weight(t)))]
 
     @staticmethod
     def _tokens(entry) -> str:
@@ -677,6 +690,7 @@ def queue_for_scheduler(scheduler: Any, key: str) -> "RedisAdmissionQueue":
         lease_ttl_s=scheduler.lease_ttl_s,
         listeners=scheduler.listeners,
         local_options=local,
+        fairness=getattr(scheduler, "fairness", None),
         **scheduler.redis_options,
     )
 
@@ -756,7 +770,7 @@ class RedisTicket:
             age = max(0.0, q.clock() - self.entry.arrival)
             prio = max(-(10**9), min(10**9, int(self.entry.priority)))
             args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}",
-                    q._deadline_in(self.entry), q._tokens(self.entry), OWNER]
+                    q._deadline_in(self.entry), q._tokens(self.entry), OWNER, *q._tenant_args(self.entry)]
             self._enqueue_task = ls.spawn(q._run(ls, "enqueue", args))
             try:
                 r = await asyncio.shield(self._enqueue_task)

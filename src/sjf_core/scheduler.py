@@ -67,6 +67,11 @@ class Scheduler:
         redis_options: options of the Redis store (``fail_mode``, ``redis_lease_ttl_s``,
             ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``); missing ones are
             read from ``$SJF_REDIS_*`` (see :func:`sjf_core.redis_queue.redis_config`).
+        fairness: fair shares across tenants (:class:`sjf_core.tenants.Fairness` or its
+            spec: "key" (default), "team", "user", "header:NAME", "off"); also in Redis
+            mode (tenant queues and service counts in Redis).
+        defaults: :class:`sjf_core.tenants.IntentDefaults` (default priority / deadline,
+            global, per backend, per tenant) or None.
         memory: the online length memory (:class:`~sjf_core.memory.LengthMemory`,
             docs/memory.md): consulted at every scoring, fed at every completion with
             answer tokens. None: the default one (off when ``$SJF_MEMORY=off``; shared
@@ -91,6 +96,8 @@ class Scheduler:
         backend_rate_limits: Mapping[str, Any] | None = None,
         redis_url: Any = None,
         redis_options: Mapping[str, Any] | None = None,
+        fairness: Any = None,
+        defaults: Any = None,
         memory: Any = None,
     ):
         opts = dict(policy_options or {})
@@ -144,6 +151,10 @@ class Scheduler:
         from .hooks import install_plugins
 
         self.plugins = install_plugins(self, plugins)
+        from .tenants import Fairness, IntentDefaults
+
+        self.fairness = Fairness.parse(fairness)
+        self.defaults = defaults if isinstance(defaults, IntentDefaults) else IntentDefaults.parse(**(defaults or {}))
 
     # ---- predictor --------------------------------------------------------------------
     @property
@@ -258,6 +269,7 @@ class Scheduler:
                         listeners=self.listeners,
                         overload=self.backend_overload.get(key, self.overload),
                         rate_limit=self.backend_rate_limits.get(key, self.rate_limit),
+                        fairness=self.fairness,
                     )
                     self._queues[key] = q
         return q
@@ -275,6 +287,8 @@ class Scheduler:
         headers: Mapping[str, str] | None = None,
         arrival: float | None = None,
         prediction: Prediction | None = None,
+        api_key: Any = None,
+        team: Any = None,
     ) -> Ticket:
         """Make an admission ticket for one request. Never raises for a bad body.
 
@@ -285,15 +299,34 @@ class Scheduler:
             headers: request headers, for scheduling metadata (see :mod:`sjf_core.meta`).
             arrival: original arrival time (``time.monotonic()`` seconds) for retries.
             prediction: a prediction made earlier (skips scoring).
+            api_key, team: the caller's API key and team (for ``fairness`` "key" /
+                "team"; hashed, never stored as such).
         """
         if prediction is None:
             prediction = self.predict(body, endpoint)
-        t = self.queue(backend).ticket(prediction, request_meta(body, headers), arrival)
+        t = self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
         if self.memory is not None:
             from .memory import handle_of
 
             t.entry.evidence = handle_of(prediction)
         return t
+
+    def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
+             team: Any = None):
+        """The request's :class:`~sjf_core.policies.RequestMeta`: what it sent
+        (:func:`~sjf_core.meta.request_meta`), its tenant (``fairness``) and the
+        configured defaults for what it did not send. Never raises."""
+        import dataclasses
+
+        m = request_meta(body, headers)
+        try:
+            tenant = self.fairness.tenant(body, headers, api_key, team)
+            if tenant is not None:
+                m = dataclasses.replace(m, tenant=tenant)
+            return self.defaults.apply(m, backend_key(backend), tenant, self.fairness)
+        except Exception:
+            log.warning("tenant or defaults could not be applied; request keeps its own metadata")
+            return m
 
     def lazy_ticket(
         self,
@@ -301,6 +334,7 @@ class Scheduler:
         load: Callable[[], tuple[Any, Mapping[str, str] | None]],
         endpoint: str = "chat/completions",
         arrival: float | None = None,
+        api_key: Any = None,
     ) -> Ticket:
         """Like :meth:`ticket`, but the request is parsed and scored only when there is
         an order to decide (:meth:`AdmissionQueue.ticket` ``scorer``): a request granted
@@ -326,7 +360,7 @@ class Scheduler:
                 from .memory import handle_of
 
                 lazy.handle, lazy.scored = handle_of(prediction), True
-            return prediction, request_meta(body, headers)
+            return prediction, self.meta(backend, body, headers, api_key)
 
         if isinstance(q, AdmissionQueue) and q.overload is None and q.rate_limit is None:
             t = q.ticket(None, None, arrival, scorer=score)

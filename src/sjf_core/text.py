@@ -1,11 +1,18 @@
 """Which text of an OpenAI-style request body the predictor scores (DESIGN.md "Prediction").
 
-* ``chat/completions``: the content of the **last user message** of ``messages``.
-  A string content is used as is; a list of content parts contributes its text
-  parts (``{"type": "text", "text": ...}``, ``input_text``, or bare strings),
-  joined with a newline; image, audio and file parts are ignored. Missing or
-  ``None`` content gives no text. When there is no user message at all the
-  last message with text is used (e.g. a lone ``system`` prompt).
+* ``chat/completions``: the content of the **last user message** of ``messages``,
+  followed by the **instructions** of the request: the text of its ``system`` /
+  ``developer`` messages (joined with a newline), after a blank line, bounded to
+  :data:`INSTRUCTION_CHARS` characters (first and last half when longer). The
+  instructions go last so that they land in the scanned tail of the features
+  (``features.window``), where "answer in one sentence" or "reply with a 3-5 word
+  title" is read like an instruction after pasted material; the user message stays
+  first, so the head window still reads the request itself. A string content is used
+  as is; a list of content parts contributes its text parts (``{"type": "text",
+  "text": ...}``, ``input_text``, or bare strings), joined with a newline; image,
+  audio and file parts are ignored. Missing or ``None`` content gives no text (and
+  then no instructions either: the request is unscored). When there is no user
+  message at all the last message with text is used (e.g. a lone ``system`` prompt).
 * ``completions`` (legacy): ``prompt`` as a string, or a list of strings joined
   with a newline. Token-id prompts (lists of ints) cannot be scored.
 * ``responses``: ``input`` as a string, or a list of items: message items
@@ -21,7 +28,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["scored_text"]
+__all__ = ["scored_text", "INSTRUCTION_CHARS"]
+
+#: At most this many characters of system/developer instructions are appended.
+INSTRUCTION_CHARS = 1000
 
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 #: Upper bound on list items looked at, so a hostile body cannot make scoring slow.
@@ -62,9 +72,48 @@ def _content_text(content: Any) -> str | None:
     return _clean("\n".join(texts)) if texts else None
 
 
-def _from_messages(messages: Any) -> str | None:
+def _bounded(instr: str) -> str:
+    if len(instr) <= INSTRUCTION_CHARS:
+        return instr
+    half = INSTRUCTION_CHARS // 2
+    return instr[:half] + "\n" + instr[-half:]
+
+
+def _with_instructions(text: str | None, instr: list[str]) -> str | None:
+    """``text`` + blank line + the bounded instructions (``text`` None stays None)."""
+    if text is None:
+        return None
+    parts = [p for p in (_clean(i) for i in instr) if p is not None]
+    if not parts:
+        return text
+    return text + "\n\n" + _bounded("\n".join(p.strip() for p in parts))
+
+
+def _instructions(messages) -> list[str]:
+    out = []
+    for msg in messages[:_MAX_ITEMS]:
+        if isinstance(msg, Mapping) and msg.get("role") in ("system", "developer"):
+            t = _content_text(msg.get("content"))
+            if t is not None:
+                out.append(t)
+    return out
+
+
+def _from_messages(messages: Any, extra_instructions: Any = None) -> str | None:
     if not isinstance(messages, (list, tuple)) or not messages:
         return None
+    user = _last_user(messages)
+    if user is None:
+        return None
+    text, is_user = user
+    if not is_user:
+        return text
+    instr = [extra_instructions] if isinstance(extra_instructions, str) else []
+    return _with_instructions(text, instr + _instructions(messages))
+
+
+def _last_user(messages) -> tuple[str | None, bool] | None:
+    """(text of the last user message, True), or (fallback text, False) when there is none."""
     fallback = None
     for msg in reversed(messages[-_MAX_ITEMS:]):
         if isinstance(msg, str):  # a bare string item (responses input list)
@@ -80,10 +129,10 @@ def _from_messages(messages: Any) -> str | None:
             role = msg.get("role")
             text = _content_text(msg.get("content"))
         if role == "user":
-            return text
+            return text, True
         if fallback is None and text is not None and role in (None, "system", "developer"):
             fallback = text
-    return fallback
+    return fallback, False
 
 
 def _from_prompt(prompt: Any) -> str | None:
@@ -96,11 +145,12 @@ def _from_prompt(prompt: Any) -> str | None:
     return None  # token ids, lists of token-id lists, anything else
 
 
-def _from_input(inp: Any) -> str | None:
+def _from_input(inp: Any, instructions: Any = None) -> str | None:
     if isinstance(inp, str):
-        return _clean(inp)
+        instr = [instructions] if isinstance(instructions, str) else []
+        return _with_instructions(_clean(inp), instr)
     if isinstance(inp, (list, tuple)):
-        return _from_messages(inp)
+        return _from_messages(inp, instructions)
     return None
 
 
@@ -134,7 +184,7 @@ def scored_text(body: Any, endpoint: str = "chat/completions") -> str | None:
             if field == "messages":
                 text = _from_messages(body.get("messages"))
             elif field == "input":
-                text = _from_input(body.get("input"))
+                text = _from_input(body.get("input"), body.get("instructions"))
             else:
                 text = _from_prompt(body.get("prompt"))
             if text is not None:

@@ -29,7 +29,7 @@ from .layouts import get_layout
 from .predictor import META_BOUNDS, META_KIND, META_LAYOUT, META_SIGMA
 from .train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset
 
-__all__ = ["PRESETS", "DOMAIN_PARAMS", "fit_domain", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
+__all__ = ["PRESETS", "GENERAL_RECIPE", "DOMAIN_PARAMS", "fit_domain", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
 
 #: XGBoost hyper-parameter presets. ``paper`` is the paper's §4.3 replication preset.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -37,7 +37,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "rank": {"kind": "regressor", "n_estimators": 600, "max_depth": 6, "learning_rate": 0.05, "random_state": 42,
              "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2.0, "reg_lambda": 2.0,
              "early_stopping_rounds": 60},
+    # chosen by leave-one-source-out (docs/predictor.md): layout v3 with the cross-fitted lexicon
+    "general": {"kind": "regressor", "n_estimators": 500, "max_depth": 6, "learning_rate": 0.08, "random_state": 42,
+                "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2.0, "reg_lambda": 2.0,
+                "early_stopping_rounds": 40},
 }
+
+#: What the ``general`` preset adds to the parameters (see :class:`TrainConfig`).
+GENERAL_RECIPE = {"layout": "v2l", "lexicon": True, "lexicon_alpha": 3.0, "target": "median"}
 
 
 #: Continued boosting for domain retraining (``sjf train --base``, paper §5.1): small trees
@@ -63,6 +70,13 @@ class TrainConfig:
         source_weighting: "sqrt" (default): a prompt from a source with n training prompts
             weighs ∝ 1/sqrt(n), so small sources (the arena sets) are not drowned by
             ShareGPT; "equal": ∝ 1/n; "none": every prompt weighs 1.
+        lexicon: layouts v3 / v2l only: fit the hashed word lexicon (:mod:`sjf_core.lexicon`) on the
+            training prompts, cross-fitted (3 folds by prompt hash) for the trees' training
+            column, and store it in the model file.
+        lexicon_alpha: the lexicon's ridge penalty.
+        target: "median" or "demean" (:func:`sjf_core.loso_run.target_of`).
+        calibration: knots [[μ, ln(1 + E[tokens])], ...] stored as ``sjf.calibration``
+            (:func:`sjf_core.calibration.fit_calibration` on out-of-family predictions), or None.
     """
 
     name: str
@@ -73,6 +87,10 @@ class TrainConfig:
     balance: bool = True
     base: str | None = None
     source_weighting: str = "sqrt"
+    lexicon: bool = False
+    lexicon_alpha: float = 1.0
+    target: str = "median"
+    calibration: list | None = None
 
 
 def group_weights(ds: Dataset, keys: Sequence[str], mode: str = "sqrt") -> np.ndarray | None:
@@ -117,6 +135,26 @@ def featurize_groups(ds: Dataset, keys: Sequence[str], layout: str, progress: bo
                 raise ValueError(f"logged features of layout {r.layout!r} cannot train a {layout} model")
             X[i] = r.features
     return X
+
+
+def _with_lexicon(cfg: TrainConfig, ds: Dataset, tr_keys, va_keys, X, Xv, y):
+    """Fit the lexicon on the training prompts; fill the ``lexicon`` column: cross-fitted
+    (3 folds by prompt hash) for the training rows, the full lexicon for validation."""
+    from .lexicon import buckets_of, cross_fit_scores, fit_lexicon
+
+    lay = get_layout(cfg.layout)
+    if lay.names[-1] != "lexicon":
+        raise ValueError(f"the lexicon needs a layout with a lexicon column (v3, v2l), not {cfg.layout}")
+    LEXICON_COL = lay.n_features - 1
+    b_tr = [buckets_of(ds.group_example(k).prompt) for k in tr_keys]
+    b_va = [buckets_of(ds.group_example(k).prompt) for k in va_keys]
+    w = group_weights(ds, tr_keys, cfg.source_weighting)
+    fold = np.array([int(k[13:15], 16) % 3 for k in tr_keys])
+    X, Xv = X.copy(), Xv.copy()
+    X[:, LEXICON_COL] = cross_fit_scores(b_tr, y, fold, w, cfg.lexicon_alpha)
+    lexicon = fit_lexicon(b_tr, y, w, cfg.lexicon_alpha)
+    Xv[:, LEXICON_COL] = [lexicon.score_buckets(b) for b in b_va]
+    return lexicon, X, Xv
 
 
 def _progress_callback(total: int, desc: str):
@@ -288,9 +326,39 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
     lay = get_layout(cfg.layout)
     tr_keys, va_keys = ds.keys("train"), ds.keys("val")
     X = featurize_groups(ds, tr_keys, cfg.layout, progress)
-    y = np.array([ds.group_target(k) for k in tr_keys])
     Xv = featurize_groups(ds, va_keys, cfg.layout, progress)
-    yv = np.array([ds.group_target(k) for k in va_keys])
+    if cfg.target == "median":
+        y = np.array([ds.group_target(k) for k in tr_keys])
+        yv = np.array([ds.group_target(k) for k in va_keys])
+    else:
+        from .loso_run import model_offsets, target_of
+
+        off = model_offsets(ds, tr_keys)
+        y, yv = target_of(ds, tr_keys, cfg.target, off), target_of(ds, va_keys, cfg.target, off)
+    extra_meta = {}
+    lexicon = None
+    if cfg.base and Path(cfg.base).suffix == ".onnx":  # keep the base model's lexicon and calibration
+        from .predictor import load_predictor
+
+        bp = load_predictor(cfg.base)
+        if bp._lexicon is not None:
+            extra_meta.update(bp._lexicon.to_meta())
+            col = lay.n_features - 1
+            for keys, XX in ((tr_keys, X), (va_keys, Xv)):
+                for j, k in enumerate(keys):
+                    ex = ds.group_example(k)
+                    if ex.prompt is not None:
+                        XX[j, col] = bp._lexicon.score(ex.prompt)
+        if bp.info.calibration is not None and cfg.calibration is None:
+            extra_meta["sjf.calibration"] = bp.info.metadata["sjf.calibration"]
+    if cfg.lexicon:
+        if cfg.base:
+            raise ValueError("--base (domain retraining) keeps the base model's lexicon; do not refit it")
+        lexicon, X, Xv = _with_lexicon(cfg, ds, tr_keys, va_keys, X, Xv, y)
+        extra_meta.update(lexicon.to_meta())
+    if cfg.calibration is not None:
+        extra_meta["sjf.calibration"] = json.dumps([[round(float(a), 5), round(float(b), 5)]
+                                                    for a, b in cfg.calibration])
     base_booster = None
     if cfg.base:
         bpath = Path(cfg.base)
@@ -312,7 +380,8 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
     out_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = out_dir / f"{cfg.name}.onnx"
     export_onnx(model, cfg.kind, cfg.layout, lay.n_features, onnx_path, sigma,
-                {"sjf.name": cfg.name, "sjf.target": "log1p_tokens" if cfg.kind == "regressor" else "class"})
+                {"sjf.name": cfg.name, "sjf.target": "log1p_tokens" if cfg.kind == "regressor" else "class",
+                 **extra_meta})
     best_it = getattr(model, "best_iteration", None)
     booster = model.get_booster()
     if best_it is not None and cfg.kind == "regressor" and best_it + 1 < booster.num_boosted_rounds():
@@ -324,7 +393,9 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         "created_by": "sjf train (clairvoyant-sjf)",
         "kind": cfg.kind,
         "objective": "multi:softprob (3 classes)" if cfg.kind == "classifier" else "reg:squarederror on ln(1 + answer tokens)",
-        "score": "P(Long)" if cfg.kind == "classifier" else "expected answer tokens (log-normal mean)",
+        "score": "P(Long)" if cfg.kind == "classifier" else (
+            "expected answer tokens (calibration map on out-of-family predictions)" if cfg.calibration is not None
+            else "expected answer tokens (log-normal mean)"),
         "feature_layout": {"name": cfg.layout, "n_features": lay.n_features, "names": list(lay.names)},
         "class_bounds_tokens": {"short_lt": SHORT_MAX_TOKENS, "long_ge": LONG_MIN_TOKENS,
                                 "tokens": "len(answer) // 4 (paper §3.2)"},
@@ -337,6 +408,10 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
                   "test_fraction": TEST_FRACTION, "val_fraction": VAL_FRACTION},
         "labels": "one example per distinct prompt; target = median ln(1 + answer tokens) over its answers",
         "source_weighting": cfg.source_weighting,
+        "target": cfg.target,
+        "lexicon": ({"buckets": lexicon.n_buckets, "alpha": cfg.lexicon_alpha, "cross_fit_folds": 3}
+                    if lexicon is not None else None),
+        "calibration_knots": cfg.calibration,
         "training_examples": {"train_prompts": len(tr_keys), "val_prompts": len(va_keys)},
         "data": {"sources": ds.counts(), "files": {Path(k).name: v for k, v in (data_stats or {}).items()}},
         "train_seconds": round(time.time() - t0, 1),

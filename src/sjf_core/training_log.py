@@ -13,7 +13,7 @@ persisted, prompt text may not); wide layouts (more than 64 columns) are written
 Usage from an adapter, after a request completed::
 
     writer = TrainingLogWriter("/var/log/sjf/train.jsonl")
-    writer.write(predictor.layout.extract(text), predictor.info.layout, usage.completion_tokens)
+    writer.write(predictor.features_many([text])[0], predictor.info.layout, usage.completion_tokens)
     # or, equivalently:
     writer.write_observation(predictor, text, usage.completion_tokens)
 
@@ -158,7 +158,7 @@ class TrainingLogWriter:
     def write_observation(self, predictor, text: str, completion_tokens: int, model: str | None = None) -> bool:
         """Extract ``predictor``'s features from ``text`` and append them (the text is not stored)."""
         try:
-            feats = predictor.layout.extract(text)
+            feats = predictor.features_many([text])[0]  # with the model's lexicon column, if any
             layout = predictor.info.layout
         except Exception as exc:
             self.errors += 1

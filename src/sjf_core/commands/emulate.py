@@ -15,8 +15,8 @@ def add_arguments(p) -> None:
     p.add_argument("--trace", default=None, help="JSONL trace: {prompt|sha256, answer_tokens|response_tokens[, fault]}")
     p.add_argument("--tokens-per-s", type=float, default=200.0, help="generation rate per slot, tokens/s (default 200)")
     p.add_argument("--slots", type=int, default=1, help="requests generated at once; the rest wait FIFO (default 1)")
-    p.add_argument("--on-disconnect", choices=("stop", "continue"), default="stop",
-                   help="stop generating when the client leaves, or keep generating like llama-cpp-python (default stop)")
+    p.add_argument("--on-disconnect", choices=("stop", "continue", "stop-streams"), default="stop",
+                   help="when the client leaves: stop generating, keep generating (continue), or stop only streams like llama-cpp-python (default stop)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fallback length distribution for unknown prompts")
     p.add_argument("--tick-s", type=float, default=0.02, help="emission tick in seconds (default 0.02)")
     p.add_argument("--first-token-s", type=float, default=0.0, help="extra delay before the first token, seconds")

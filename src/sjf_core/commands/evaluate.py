@@ -6,6 +6,7 @@ Examples::
     sjf eval --data ../shared/data/conversations                      # default vs Model A vs length rule
     sjf eval --data ../shared/data/conversations --model models/x.onnx --json
     sjf eval --data ../shared/data/conversations --cross-source        # paper Table 7 style matrix
+    sjf eval --data ../shared/data/conversations --loso                # leave-one-source-out (model selection)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def add_arguments(p) -> None:
     p.add_argument("--all-sources", action="store_true",
                    help="show every source, not only those with >= 30 Short and >= 30 Long rows")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--json-out", default=None, metavar="PATH", help="also write the JSON result to PATH")
     p.add_argument("--cross-source", action="store_true",
                    help="also train one model per source on its train split and score it on every source's "
                         "test split (paper Table 7 style)")
@@ -36,7 +38,23 @@ def add_arguments(p) -> None:
     p.add_argument("--matrix-layout", choices=("v1", "v2"), default="v2", help="layout of the matrix models")
     p.add_argument("--matrix-min-prompts", type=int, default=150,
                    help="train a matrix model only for sources with at least this many train prompts (default 150)")
-    p.add_argument("--nthread", type=int, default=2, help="XGBoost threads for --cross-source (default 2)")
+    p.add_argument("--nthread", type=int, default=2, help="XGBoost threads for --cross-source / --loso (default 2)")
+    p.add_argument("--loso", action="store_true",
+                   help="leave-one-source-out over source families (sjf_core.loso.FAMILIES): train each --loso-preset "
+                        "without the family, score its rows; the --model files and the length rule are scored on the "
+                        "same rows. Row-level and within-model Eq. 2, Kendall τ-b, macro with bootstrap intervals")
+    p.add_argument("--loso-preset", action="append", default=[], choices=("rank", "general"),
+                   help="training recipe(s) to run through LOSO (default: rank and general)")
+    p.add_argument("--family", action="append", default=[], help="hold out only these families (repeatable)")
+    p.add_argument("--cap", type=int, default=40,
+                   help="LOSO: at most this many answer rows per prompt (multi-model files; default 40, 0 = all)")
+    p.add_argument("--boot", type=int, default=200, help="LOSO: bootstrap resamples of prompts (default 200)")
+    p.add_argument("--cache-dir", default=None, help="LOSO feature cache (default $SJF_CACHE_DIR or /work/cache/sjf)")
+    p.add_argument("--calibration-report", action="store_true",
+                   help="LOSO: calibration of expected tokens per decile on the out-of-family predictions")
+    p.add_argument("--write-calibration", default=None, metavar="JSON",
+                   help="LOSO: write the calibration knots of the general recipe's out-of-family outputs here "
+                        "(for sjf train --calibration)")
 
 
 def _default_models() -> list[tuple[str, str]]:
@@ -129,6 +147,59 @@ def format_matrix(m: dict) -> str:
     return "\n".join(lines)
 
 
+def _run_loso(args, ds, models) -> int:
+    from ..loso_run import format_loso, oof_calibration, recipe_from_preset, run_loso
+    from ..predictor import PredictorError, load_predictor
+
+    fixed = []
+    try:
+        for name, path in models:
+            pred = load_predictor(path)
+            if pred._lexicon is not None:  # the lexicon column is filled from text, not cached features
+                texts_of = {k: ds.group_example(k).prompt for k in ds.groups}
+                fixed.append((name, "text", lambda keys, p=pred: p.score_many([texts_of[k] for k in keys])))
+            else:
+                fixed.append((name, pred.info.layout, pred.score_features))
+    except PredictorError as exc:
+        print(f"sjf eval: {exc}", file=sys.stderr)
+        return 1
+    if not args.no_length_rule:
+        fixed.append(("prompt-length rule", "v1", lambda X: X[:, 0].astype(float)))
+    presets = args.loso_preset or ["rank", "general"]
+    recipes = [recipe_from_preset(p, f"LOSO-trained {p}") for p in presets]
+    res = run_loso(ds, recipes, fixed, families=args.family or None, cap=args.cap, n_boot=args.boot,
+                   nthread=args.nthread, cache_dir=args.cache_dir, progress=not args.json)
+    out = {"families": res["families"], "peers": res["peers"], "fit": res["fit"], "models": dict(models),
+           "note": "fixed models trained on the fixed split saw ~70% of every family's prompts"}
+    gen = next((r.name for r in recipes if "general" in r.name), None)
+    if (args.calibration_report or args.write_calibration) and gen is not None:
+        cal = oof_calibration(res, gen)
+        out["calibration"] = cal
+        if args.write_calibration:
+            with open(args.write_calibration, "w") as f:
+                json.dump({"knots": cal["knots"], "recipe": gen, "weights": cal["weights"]}, f, indent=1)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(_clean(out), f, indent=1)
+    if args.json:
+        print(json.dumps(_clean(out), indent=1))
+        return 0
+    print(f"leave-one-source-out: {len(res['families'])} families, at most {args.cap or 'all'} rows per prompt, "
+          f"{args.boot} bootstrap resamples of prompts; fixed models: " + ", ".join(f"{n} = {p}" for n, p in models))
+    print("(a fixed model trained on the fixed split has seen ~70% of every family's prompts; "
+          "LOSO-trained rows have not seen the family at all)\n")
+    print(format_loso(res))
+    if "calibration" in out:
+        for which in ("raw", "calibrated"):
+            print(f"calibration of {gen}, {which} (out-of-family; families weigh equally), tokens per decile")
+            print(f"{'decile':>6} {'predicted':>10} {'observed mean':>14} {'observed median':>16}")
+            for d in out["calibration"][which]:
+                print(f"{d['decile']:>6} {d['predicted_mean']:>10.0f} {d['observed_mean']:>14.0f} "
+                      f"{d['observed_median']:>16.0f}")
+            print()
+    return 0
+
+
 def run(args) -> int:
     from ..evaluate import evaluate, format_table, length_peer, model_peer
     from ..predictor import PredictorError, default_model_path
@@ -146,6 +217,8 @@ def run(args) -> int:
     eval_rows = rows if args.split == "all" else ds.rows_of(args.split)
     models = [("default", str(default_model_path())) if m == "default" else (Path(m).stem, m) for m in args.model]
     models = models or _default_models()
+    if args.loso:
+        return _run_loso(args, ds, models)
     peers = []
     try:
         for name, path in models:

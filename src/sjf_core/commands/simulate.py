@@ -18,7 +18,8 @@ from pathlib import Path
 
 HELP = "simulate admission policies on a virtual clock (M/G/k, bursts, paper Table 10, τ variants)"
 
-SCENARIOS = ("single", "table10", "rho", "variants", "bursts", "noise", "frontier", "guard", "speed", "all")
+SCENARIOS = ("single", "table10", "rho", "variants", "bursts", "noise", "frontier", "guard", "speed", "tenants",
+             "all")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

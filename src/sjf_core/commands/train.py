@@ -3,7 +3,9 @@
 Examples::
 
     sjf train --data ../shared/data/conversations --name paper_v1 --preset paper --layout v1
-    sjf train --data ../shared/data/conversations --name default --preset rank --layout v2
+    sjf train --data ../shared/data/conversations --name default --preset general \
+              --calibration models/default.calibration.json      # the shipped default (docs/predictor.md)
+    sjf train --data ../shared/data/conversations --name default_v2 --preset rank --layout v2
     sjf train --base models/default.onnx --data my_logs.jsonl --name my_domain
 """
 
@@ -30,12 +32,16 @@ def add_arguments(p) -> None:
                         "or production logs {features, layout, completion_tokens})")
     p.add_argument("--name", required=True, help="model name: writes <out-dir>/<name>.onnx, .json (card), .xgb.ubj")
     p.add_argument("--out-dir", default="models", help="output directory (default models/)")
-    p.add_argument("--preset", choices=("paper", "rank"), default="rank",
+    p.add_argument("--preset", choices=("paper", "rank", "general"), default="rank",
                    help="paper: 3-class classifier, 300 trees, depth 6, lr 0.1, seed 42 (paper §4.3); "
-                        "rank: regressor on ln(1 + answer tokens) (default)")
+                        "rank: regressor on ln(1 + answer tokens) (default); general: rank on layout v3 with the "
+                        "cross-fitted word lexicon, chosen by leave-one-source-out (the shipped default)")
+    p.add_argument("--calibration", default=None, metavar="JSON",
+                   help="calibration knots [[mu, ln(1+E[tokens])], ...] for expected_tokens, as written by "
+                        "`sjf eval --loso --write-calibration`")
     p.add_argument("--kind", choices=("classifier", "regressor"), default=None, help="override the preset's kind")
-    p.add_argument("--layout", choices=("v1", "v2"), default=None,
-                   help="feature layout (default v2; with --base, the base model's layout)")
+    p.add_argument("--layout", choices=("v1", "v2", "v3", "v2l"), default=None,
+                   help="feature layout (default v2, v3 for --preset general; with --base, the base model's layout)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override an XGBoost parameter, e.g. --set max_depth=4 (repeatable)")
     p.add_argument("--nthread", type=int, default=2, help="XGBoost threads (default 2)")
@@ -47,6 +53,9 @@ def add_arguments(p) -> None:
                    help="continue boosting from this model (domain retraining, paper §5.1); needs its .xgb.ubj")
     p.add_argument("--exclude-source", action="append", default=[], help="drop rows of this source (repeatable)")
     p.add_argument("--only-source", action="append", default=[], help="keep only rows of this source (repeatable)")
+    p.add_argument("--exclude-family", action="append", default=[],
+                   help="leave out a LOSO source family (sjf_core.loso.FAMILIES): every row whose prompt occurs in "
+                        "that family's files, in any file (for a benchmark on a family the model never saw)")
     p.add_argument("--compare", action="append", default=[], help="also evaluate this ONNX model in the card")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation in the card")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -62,7 +71,12 @@ def run(args) -> int:
     params = dict(PRESETS[args.preset])
     kind = args.kind or params.pop("kind")
     params.pop("kind", None)
-    layout = args.layout or "v2"
+    recipe = {}
+    if args.preset == "general":
+        from ..train import GENERAL_RECIPE
+
+        recipe = dict(GENERAL_RECIPE)
+    layout = args.layout or recipe.get("layout", "v2")
     if args.base:  # domain retraining: continue the base model's boosting with its kind and layout
         from ..predictor import PredictorError, load_predictor
         from ..train import DOMAIN_PARAMS
@@ -94,12 +108,30 @@ def run(args) -> int:
         rows = [r for r in rows if r.source in set(args.only_source)]
     if args.exclude_source:
         rows = [r for r in rows if r.source not in set(args.exclude_source)]
+    if args.exclude_family:
+        from ..loso import family_of
+
+        held = {r.key for r in rows if family_of(r.source) in set(args.exclude_family)}
+        rows = [r for r in rows if r.key not in held]
     if not rows:
         print("sjf train: no usable rows", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
+    calibration = None
+    if args.calibration:
+        try:
+            with open(args.calibration) as f:
+                calibration = json.load(f)
+            calibration = calibration.get("knots", calibration) if isinstance(calibration, dict) else calibration
+        except (OSError, ValueError) as exc:
+            print(f"sjf train: cannot read --calibration {args.calibration}: {exc}", file=sys.stderr)
+            return 1
     cfg = TrainConfig(name=args.name, kind=kind, layout=layout, params=params, nthread=args.nthread,
-                      balance=not args.no_balance, base=args.base, source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"))
+                      balance=not args.no_balance, base=args.base,
+                      source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"),
+                      lexicon=bool(recipe.get("lexicon")) and layout in ("v3", "v2l") and not args.base,
+                      lexicon_alpha=float(recipe.get("lexicon_alpha", 1.0)), target=recipe.get("target", "median"),
+                      calibration=calibration)
     evaluate_fn = None
     if not args.no_eval:
         from ..evaluate import evaluate, format_table, length_peer, model_peer

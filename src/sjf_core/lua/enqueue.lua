@@ -2,7 +2,8 @@
 -- (0/1/2), ARGV[A+3] age at enqueue (s; > 0 for a retry that keeps its arrival),
 -- ARGV[A+4] deadline relative to now (s) or "", ARGV[A+5] predicted answer tokens (for the
 -- expected service time, from the shared service statistics), ARGV[A+6] owner
--- ("<pid>@<host>", no spaces: shown by snapshot, for operators and tests).
+-- ("<pid>@<host>", no spaces: shown by snapshot, for operators and tests), ARGV[A+7] tenant
+-- id (no spaces; "" for none: one shared order), ARGV[A+8] the tenant's weight (> 0).
 -- Returns {id, epoch, arrival, grant or "", in_flight, waiting, tau, next_expiry}.
 local e = epoch()
 local id = string.format('%017.0f', redis.call('INCR', K_SEQ))
@@ -18,15 +19,17 @@ if WORKA then
   score = num(tonumber(key) + SPAN / TOKEN_SPAN / SLOWDOWN * stnum('vw'))
 end
 if WORKB then
-  -- HeapPending._work_bound: served + max(slowdown × own work, (1 + slack) × waiting work)
-  local vb = stnum('vw') + math.max(SLOWDOWN * wt, (1 + WSLACK) * stnum('wtok'))
-  redis.call('ZADD', K_VB, num(vb), id)
+  -- HeapPending._work_bound: served + max(slowdown × own work, (1 + slack) × work ahead),
+  -- the work ahead counting only waiters that arrived before the last dispatch
+  local ahead = math.max(stnum('wtok') - stnum('wbatch'), 0)
+  local vb = stnum('vw') + math.max(SLOWDOWN * wt, (1 + WSLACK) * ahead)
+  redis.call('ZADD', K_VB .. ':' .. level, num(vb), id)
 end
-redis.call('HSET', K_ST, 'wtok', num(stnum('wtok') + wt))
+redis.call('HSET', K_ST, 'wtok', num(stnum('wtok') + wt), 'wbatch', num(stnum('wbatch') + wt))
+local w0 = redis.call('HGET', K_ST, 'vw') or '0' 
 if AGING then
   local origin, ag = aging_frame(arrival)
-  level = '0'
-  score = num(tonumber(key) + SPAN * ((arrival - origin) / ag - tonumber(prio)))
+  score = num(tonumber(key) + SPAN * ((arrival - origin) / ag))
 end
 if FCFSB then
   if tau then
@@ -36,20 +39,40 @@ if FCFSB then
     redis.call('HSET', K_ST, 'mbl', num(mbl + 0.02 * (u - mbl)))
     local bound = arrival + math.max(tau, (1 + SLACK) * u)
     if MAXWAIT then bound = math.min(bound, arrival + MAXWAIT) end
-    redis.call('ZADD', K_BD, fmt(bound), id)
+    redis.call('ZADD', K_BD .. ':' .. level, fmt(bound), id)
   end
   redis.call('HSET', K_ST, 'wwork', num(stnum('wwork') + tonumber(work)))
 elseif MAXWAIT then
-  redis.call('ZADD', K_BD, fmt(arrival + MAXWAIT), id)
+  redis.call('ZADD', K_BD .. ':' .. level, fmt(arrival + MAXWAIT), id)
 end
-redis.call('HSET', K_WI, id, level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner .. ' ' .. num(wt))
-redis.call('ZADD', P .. ':q:' .. level, score, id)
+-- fair shares: ARGV[A+7] tenant ("" none), ARGV[A+8] its weight
+local tenant = ARGV[A + 7]
+if tenant == '' then tenant = nil end
+local winfo = level .. ' ' .. klass .. ' ' .. prio .. ' ' .. key .. ' ' .. fmt(arrival) .. ' ' .. work .. ' ' .. owner .. ' ' .. num(wt) .. ' ' .. w0
+local qk = P .. ':q:' .. level
+if tenant then
+  winfo = winfo .. ' ' .. tenant .. ' ' .. num(tonumber(ARGV[A + 8]) or 1)
+  qk = tq(level, tenant)
+  if redis.call('ZCARD', qk) == 0 then
+    -- (re)joins this level: starts no earlier than the system virtual time
+    local v = tonumber(redis.call('HGET', K_VT, tenant) or '0')
+    local vc = stnum('vclock')
+    if v < vc then
+      v = vc
+      redis.call('HSET', K_VT, tenant, num(v))
+    end
+    redis.call('ZADD', tnk(level), num(v), tenant)
+  end
+end
+redis.call('HSET', K_WI, id, winfo)
+redis.call('ZADD', qk, score, id)
 redis.call('ZADD', K_LV, int(-tonumber(level)), level)
 redis.call('ZADD', K_AGE, fmt(arrival), id)
+if THRESHOLD then redis.call('ZADD', K_AGE .. ':' .. level, fmt(arrival), id) end
 redis.call('ZADD', K_ALIVE, fmt(NOW + WAITER_TTL), id)
 if ARGV[A + 4] ~= '' then
   -- latest start time: deadline minus expected service (EDF)
-  redis.call('ZADD', K_DL, fmt(NOW + tonumber(ARGV[A + 4]) - tonumber(work)), id)
+  redis.call('ZADD', K_DL .. ':' .. level, fmt(NOW + tonumber(ARGV[A + 4]) - tonumber(work)), id)
 end
 redis.call('HINCRBY', K_ST, 'enqueued', 1)
 reap()

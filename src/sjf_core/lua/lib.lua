@@ -18,13 +18,19 @@
 --             class, spt = s per answer token) and counters
 --  11 epoch   string: server time (µs) when this state was created; changes when Redis
 --             lost its data (restart without persistence)
---  12 dl      ZSET waiting ids with a deadline, by latest start time (server s)
---  13 bd      ZSET waiting ids by FCFS bound or max-wait bound (server s)
---  14 vb      ZSET waiting ids by due point on the served-work clock (tokens),
---             promotion "work-bound"; st.vw = served work (tokens), st.wtok = waiting work
+--  12 dl      prefix of the ZSETs <dl>:<level>: waiting ids of one priority band with a
+--             deadline, by latest start time (server s)
+--  13 bd      prefix of <bd>:<level>: waiting ids by FCFS bound or max-wait bound (server s)
+--  14 vb      prefix of <vb>:<level>: waiting ids by due point on the served-work clock
+--             (tokens), promotion "work-bound"; st.vw = served work (tokens), st.wtok =
+--             waiting work, st.wbatch = waiting work that arrived since the last dispatch
+-- Strict priority bands (sjf_core.pending): every due index and the τ age index
+-- (<age>:<level>, "strict" / "one-in-k") is kept per priority level, and only the top
+-- level with waiters (the lowest score of lv) is looked at, so a due waiter of a lower
+-- band never goes before a higher band.
 -- Dynamic keys, built from ARGV[1] = "{sjf:<backend>}": <P>:q:<level> (ZSET of waiting
 -- ids scored by the policy key; equal scores order by id, i.e. arrival; one level per
--- priority, or the single level "0" with aging, where priority is part of the score) and
+-- priority) and
 -- <P>:w:<id> (LIST: the wake-up signal of one waiter, pushed at grant).
 --
 -- ARGV[1..14]: prefix, slots, tau mode ("off" | "seconds" | "multiple"), tau value
@@ -74,6 +80,16 @@ local _t = redis.call('TIME')
 local NOW = tonumber(_t[1]) + tonumber(_t[2]) / 1000000
 
 local function fmt(x) return string.format('%.6f', x) end
+
+-- Fair shares across tenants (sjf_core.fair_share.TenantPending): a waiter with a tenant
+-- lives in <P>:q:<level>:t:<tenant> instead of <P>:q:<level>; <P>:tn:<level> is a ZSET of
+-- the tenants with waiters at that level scored by their weighted service seconds
+-- (<P>:vt HASH tenant -> seconds / weight; charged the expected work at grant, corrected
+-- to the measured service at release); st.vclock = the system virtual time (the count of
+-- the last granted tenant before its charge), where a tenant that (re)joins starts.
+local K_VT = P .. ':vt'
+local function tq(level, tenant) return P .. ':q:' .. level .. ':t:' .. tenant end
+local function tnk(level) return P .. ':tn:' .. level end
 local function num(x) return string.format('%.17g', x) end
 local function int(x) return string.format('%.0f', x) end
 
@@ -141,14 +157,21 @@ local function drop_waiter(id)
   local info = redis.call('HGET', K_WI, id)
   redis.call('ZREM', K_AGE, id)
   redis.call('ZREM', K_ALIVE, id)
-  redis.call('ZREM', K_DL, id)
-  redis.call('ZREM', K_BD, id)
-  redis.call('ZREM', K_VB, id)
   if not info then return false end
   local f = split(info)
+  redis.call('ZREM', K_DL .. ':' .. f[1], id)
+  redis.call('ZREM', K_BD .. ':' .. f[1], id)
+  redis.call('ZREM', K_VB .. ':' .. f[1], id)
+  redis.call('ZREM', K_AGE .. ':' .. f[1], id)
   local qk = P .. ':q:' .. f[1]
-  redis.call('ZREM', qk, id)
-  if redis.call('ZCARD', qk) == 0 then redis.call('ZREM', K_LV, f[1]) end
+  if f[10] then
+    local tk = tq(f[1], f[10])
+    redis.call('ZREM', tk, id)
+    if redis.call('ZCARD', tk) == 0 then redis.call('ZREM', tnk(f[1]), f[10]) end
+  else
+    redis.call('ZREM', qk, id)
+  end
+  if redis.call('ZCARD', qk) == 0 and redis.call('ZCARD', tnk(f[1])) == 0 then redis.call('ZREM', K_LV, f[1]) end
   redis.call('HDEL', K_WI, id)
   if FCFSB and f[6] then
     local w = stnum('wwork') - tonumber(f[6])
@@ -159,11 +182,28 @@ local function drop_waiter(id)
     local w = stnum('wtok') - tonumber(f[8])
     if w < 0 or redis.call('HLEN', K_WI) == 0 then w = 0 end
     redis.call('HSET', K_ST, 'wtok', num(w))
+    -- a waiter of the current batch (arrived at the current served work) leaves it
+    if f[9] == (redis.call('HGET', K_ST, 'vw') or '0') then
+      local b = stnum('wbatch') - tonumber(f[8])
+      if b < 0 or w == 0 then b = 0 end
+      redis.call('HSET', K_ST, 'wbatch', num(b))
+    end
   end
   return true
 end
 
--- Remove a lease. Returns its "id klass dispatched_at work owner" fields, or nil if not held.
+-- A tenant's weighted service seconds moved by dt (seconds of work / weight): store it and
+-- re-score the tenant at every level where it waits.
+local function charge(tenant, dt)
+  local v = tonumber(redis.call('HGET', K_VT, tenant) or '0') + dt
+  redis.call('HSET', K_VT, tenant, num(v))
+  for _, lvl in ipairs(redis.call('ZRANGE', K_LV, 0, -1)) do
+    redis.call('ZADD', tnk(lvl), 'XX', num(v), tenant)
+  end
+end
+
+-- Remove a lease. Returns its "id klass dispatched_at work owner [tenant weight]" fields,
+-- or nil if not held.
 local function drop_lease(fence)
   if redis.call('ZREM', K_LEASES, fence) == 0 then return nil end
   local info = redis.call('HGET', K_LI, fence)
@@ -215,7 +255,17 @@ local function grant(id, promoted)
   local expiry = NOW + LEASE_TTL
   if alive and alive < expiry then expiry = alive end
   redis.call('ZADD', K_LEASES, fmt(expiry), fence)
-  redis.call('HSET', K_LI, fence, id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0') .. ' ' .. (info[7] or '?'))
+  local li = id .. ' ' .. info[2] .. ' ' .. fmt(NOW) .. ' ' .. (info[6] or '0') .. ' ' .. (info[7] or '?')
+  if info[10] then
+    -- fair shares: charge the tenant its expected work; the system virtual time moves to
+    -- where it stood before this charge
+    local w = tonumber(info[11]) or 1
+    local v = tonumber(redis.call('HGET', K_VT, info[10]) or '0')
+    if v > stnum('vclock') then redis.call('HSET', K_ST, 'vclock', num(v)) end
+    charge(info[10], (tonumber(info[6]) or 0) / w)
+    li = li .. ' ' .. info[10] .. ' ' .. (info[11] or '1')
+  end
+  redis.call('HSET', K_LI, fence, li)
   redis.call('HSET', K_HELD, id, fence)
   local wk = P .. ':w:' .. id
   -- the signal: fence, dispatch time, promoted, slots in use, expected work (s)
@@ -224,7 +274,9 @@ local function grant(id, promoted)
   redis.call('PEXPIRE', wk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
   redis.call('HINCRBY', K_ST, 'dispatched', 1)
   -- the served-work clock (HeapPending.served_work) advances by the work of every dispatch
-  if info[8] then redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8]))) end
+  if info[8] then
+    redis.call('HSET', K_ST, 'vw', num(stnum('vw') + tonumber(info[8])), 'wbatch', '0')
+  end
   if promoted then redis.call('HINCRBY', K_ST, 'promoted', 1) end
   return true
 end
@@ -232,8 +284,11 @@ end
 -- The waiter due first, if any (HeapPending._due_deadline): a deadline whose latest start
 -- time has come, else ("fcfs-bound") the earliest FCFS bound that has come, once it has
 -- also waited FLOOR × the mean backlog; else ("work-bound") the earliest due point on the
--- served-work clock that has come. Returns id, promoted.
-local function due()
+-- served-work clock that has come; all within priority level L (the top band). Returns id,
+-- promoted.
+local function due(L)
+  if not L then return nil, false end
+  local K_DL, K_BD, K_VB = K_DL .. ':' .. L, K_BD .. ':' .. L, K_VB .. ':' .. L
   local d = redis.call('ZRANGE', K_DL, 0, 0, 'WITHSCORES')
   if d[1] and tonumber(d[2]) <= NOW then return d[1], false end
   if FCFSB then
@@ -253,8 +308,8 @@ local function due()
   return nil, false
 end
 
--- Grant free slots to waiters (work-conserving), as HeapPending.pop: a due waiter first;
--- then ("strict" / "one-in-k") the oldest waiter older than τ, at most once per K
+-- Grant free slots to waiters (work-conserving), as HeapPending.pop, inside the top priority
+-- band: a due waiter first; then ("strict" / "one-in-k") the oldest waiter older than τ, at most once per K
 -- dispatches; otherwise the lowest (-priority, key, id), or with aging the lowest
 -- age-weighted score.
 local function dispatch()
@@ -262,9 +317,10 @@ local function dispatch()
   local tau = tau_s()
   while redis.call('ZCARD', K_LEASES) < SLOTS do
     local since = stnum('since')
-    local chosen, promoted = due()
-    if not chosen and tau and THRESHOLD and since + 1 >= K then
-      local o = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')
+    local top = redis.call('ZRANGE', K_LV, 0, 0)[1]
+    local chosen, promoted = due(top)
+    if not chosen and top and tau and THRESHOLD and since + 1 >= K then
+      local o = redis.call('ZRANGE', K_AGE .. ':' .. top, 0, 0, 'WITHSCORES')
       if o[1] and NOW - tonumber(o[2]) > tau then
         chosen, promoted, since = o[1], true, 0
       end
@@ -273,10 +329,16 @@ local function dispatch()
     if not chosen then
       local lv = redis.call('ZRANGE', K_LV, 0, 0)
       if not lv[1] then break end
-      qk = P .. ':q:' .. lv[1]
+      -- fair shares: the least-served tenant of the top level, then its own order
+      local tenant = redis.call('ZRANGE', tnk(lv[1]), 0, 0)[1]
+      qk = tenant and tq(lv[1], tenant) or (P .. ':q:' .. lv[1])
       chosen = redis.call('ZRANGE', qk, 0, 0)[1]
       if not chosen then
-        redis.call('ZREM', K_LV, lv[1])
+        if tenant then
+          redis.call('ZREM', tnk(lv[1]), tenant)
+        elseif redis.call('ZCARD', tnk(lv[1])) == 0 then
+          redis.call('ZREM', K_LV, lv[1])
+        end
       else
         since = since + 1
       end
@@ -293,8 +355,8 @@ local function dispatch()
   return granted
 end
 
--- Aging (HeapPending.order_key): score = key + SPAN × ((arrival - origin) / (HORIZON × τ)
--- - priority). The frame (origin, aging seconds) is re-anchored when the queue is empty,
+-- Aging (HeapPending.order_key): score = key + SPAN × (arrival - origin) / (HORIZON × τ),
+-- within the priority level (strict bands). The frame (origin, aging seconds) is re-anchored when the queue is empty,
 -- and all scores are rebuilt when τ drifted by more than 10% (rare, O(n log n)).
 local function aging_frame(arrival)
   local target = HORIZON * tau_s()
@@ -309,12 +371,17 @@ local function aging_frame(arrival)
     if o[1] and tonumber(o[2]) < origin then origin = tonumber(o[2]) end
     ag = target
     redis.call('HSET', K_ST, 'ag_origin', fmt(origin), 'ag_s', num(ag))
-    local qk = P .. ':q:0'
-    for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
-      local f = split(redis.call('HGET', K_WI, id) or '')
-      if f[5] then
-        local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag - tonumber(f[3]))
-        redis.call('ZADD', qk, num(sc), id)
+    for _, lvl in ipairs(redis.call('ZRANGE', K_LV, 0, -1)) do
+      local qks = {P .. ':q:' .. lvl}
+      for _, t in ipairs(redis.call('ZRANGE', tnk(lvl), 0, -1)) do qks[#qks + 1] = tq(lvl, t) end
+      for _, qk in ipairs(qks) do
+        for _, id in ipairs(redis.call('ZRANGE', qk, 0, -1)) do
+          local f = split(redis.call('HGET', K_WI, id) or '')
+          if f[5] then
+            local sc = tonumber(f[4]) + SPAN * ((tonumber(f[5]) - origin) / ag)
+            redis.call('ZADD', qk, num(sc), id)
+          end
+        end
       end
     end
     redis.call('HINCRBY', K_ST, 'aging_rebuilds', 1)

@@ -13,6 +13,10 @@ if f then
   if f[3] then
     local s = NOW - tonumber(f[3])
     out[2] = fmt(s)
+    if f[6] and f[4] and s >= 0 then
+      -- fair shares: replace the tenant's expected charge by the measured service time
+      charge(f[6], (s - tonumber(f[4])) / (tonumber(f[7]) or 1))
+    end
     observe_service(tonumber(f[2]), s, tonumber(ARGV[A + 2]))
     local cls = tonumber(ARGV[A + 1])
     if cls < 0 then cls = tonumber(f[2]) end

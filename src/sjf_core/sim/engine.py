@@ -69,6 +69,8 @@ def simulate(
     record_order: bool = False,
     warmup: int = 0,
     idle_s: float = 600.0,
+    warmup_speedup: float = 1.0,
+    fairness=None,
     on_complete=None,
 ) -> SimResult:
     """Run one simulation of ``wl`` under ``policy`` with ``slots`` servers.
@@ -89,6 +91,13 @@ def simulate(
             that has served a quiet morning does. Warm-up jobs are not in the result.
             With a callable ``predictions`` it is called for them too (index ``j``).
         idle_s: the quiet period between warm-up and workload, seconds.
+        warmup_speedup: the backend is this many times faster during the warm-up (a
+            backend whose speed changed, e.g. another model loaded).
+        fairness: fair shares across tenants (a :class:`~sjf_core.tenants.Fairness` or
+            its spec, e.g. "user"; None / "off": none): the pending structure is then a
+            :class:`~sjf_core.fair_share.TenantPending` over ``policy.new_pending()``,
+            each job's tenant taken from ``metas[i].tenant`` — the same structure the
+            live queue uses.
         on_complete: optional ``on_complete(i)`` called when job ``i`` finishes (after
             ``pending.observe``), e.g. to feed the answer to an online predictor.
 
@@ -100,7 +109,23 @@ def simulate(
     service = wl.service
     klass = wl.klass
     tokens = wl.tokens
-    pending = policy.new_pending()
+    from ..tenants import Fairness
+
+    fair = Fairness.parse(fairness if fairness is not None else "off")
+    if fair.enabled:
+        from ..fair_share import TenantPending
+
+        def sub(tau, svc):
+            p = policy.new_pending()
+            if tau is not None:
+                p.tau = tau
+            if svc is not None:
+                p.service = svc
+            return p
+
+        pending = TenantPending(sub, fair.weight)
+    else:
+        pending = policy.new_pending()
     if hasattr(pending, "slots"):
         pending.slots = slots
     control = None
@@ -120,14 +145,15 @@ def simulate(
     predict = predictions if callable(predictions) else predictions.__getitem__
     inf = math.inf
     if warmup and n:
-        t = float(arrival[0]) - idle_s - sum(float(service[j % n]) for j in range(warmup))
+        t = float(arrival[0]) - idle_s - sum(float(service[j % n]) for j in range(warmup)) / warmup_speedup
         for w in range(warmup):
             j = w % n
             e = make_entry(n + w, t, predict(j), None if metas is None else metas[j])
             push(e)
             pop(t)
-            t += float(service[j])
-            observe(e, float(service[j]), int(klass[j]), float(tokens[j]))
+            s = float(service[j]) / warmup_speedup
+            t += s
+            observe(e, s, int(klass[j]), float(tokens[j]))
     while i < n or done:
         t_arr = arrival[i] if i < n else inf
         t_done = done[0][0] if done else inf

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..entry import LONG, MEDIUM, SHORT
 from ..pending import HeapPending
-from ..policies import make_policy
+from ..policies import RequestMeta, make_policy
 from .engine import simulate
 from .noise import PredictorModel, measured_ranking_accuracy
 from .workload import SHAREGPT_MIX, WorkloadSpec, burst_workload, poisson_workload
@@ -99,7 +99,7 @@ class Bench:
         return self._preds[key]
 
     def run(self, policy: str, pm: PredictorModel | None = None, warmup: int = 0, pending_factory=None,
-            **policy_kw) -> dict:
+            warmup_speedup: float = 1.0, **policy_kw) -> dict:
         """Run ``policy`` on every seed; statistics averaged over seeds.
 
         ``pm`` defaults to no prediction for ``fcfs``, the oracle for ``oracle`` and
@@ -116,7 +116,7 @@ class Bench:
             pol = make_policy(policy, **policy_kw)
             if pending_factory is not None:
                 pol.new_pending = pending_factory
-            r = simulate(wl, preds[s], pol, slots=self.slots, warmup=warmup)
+            r = simulate(wl, preds[s], pol, slots=self.slots, warmup=warmup, warmup_speedup=warmup_speedup)
             vals = {
                 "short_p50": r.stat("sojourn", SHORT, 50), "short_p95": r.stat("sojourn", SHORT, 95),
                 "medium_p50": r.stat("sojourn", MEDIUM, 50),
@@ -299,10 +299,11 @@ def bursts(seeds: int = 5, counts=(50, 0, 50), c2: float | None = None) -> dict:
     out = {"counts": list(counts), "c2": "table1" if c2 is None else c2, "seeds": seeds, "predictors": {},
            "warmup": BURST_WARMUP}
     for pm in (PredictorModel("class", 1.0), PredictorModel("class", PAPER_ACCURACY)):
-        for state, warm in (("cold", 0), ("warm", BURST_WARMUP)):
+        for state, warm, speedup in (("cold", 0, 1.0), ("warm", BURST_WARMUP, 1.0),
+                                     ("warm, warm-up 50x faster", BURST_WARMUP, 50.0)):
             rows = {}
             for label, policy, kw in BURST_VARIANTS:
-                rows[label] = b.run(policy, None if policy == "fcfs" else pm, warmup=warm, **kw)
+                rows[label] = b.run(policy, None if policy == "fcfs" else pm, warmup=warm, warmup_speedup=speedup, **kw)
             f = rows["FCFS"]
             for r in rows.values():
                 r["short_p50_reduction_pct"] = _reduction(r["short_p50"], f["short_p50"])
@@ -484,6 +485,15 @@ def guard(n: int = 2000, seeds: int = 5, rhos=(0.74, 0.85), c2: float = 2.0,
 def markdown(name: str, res: dict) -> str:
     """Markdown tables for an experiment result."""
     lines: list[str] = []
+    if name == "tenants":
+        lines += [f"**Two tenants, ρ = {res['rho']}** (\"flood\" sends {100 * res['flood_share']:.0f}% of the "
+                  f"requests, \"light\" the rest; sojourn seconds, mean of {res['seeds']} seeds × {res['n']} requests)",
+                  "", "| policy | flood short P50 | flood long P99 | light short P50 | light long P99 |",
+                  "|---|---|---|---|---|"]
+        for label, r in res["rows"].items():
+            lines.append(f"| {label} | {r['flood_short_p50']:.2f} | {r['flood_long_p99']:.1f} | "
+                         f"{r['light_short_p50']:.2f} | {r['light_long_p99']:.1f} |")
+        return "\n".join(lines)
     if name == "table10":
         heads = "| C² | FCFS (baseline) | τ=1× | τ=2× | τ=3× (default) | τ=∞ |"
         sep = "|---|---|---|---|---|---|"
@@ -523,7 +533,8 @@ def markdown(name: str, res: dict) -> str:
                 lines.append("")
     elif name == "bursts":
         lines += ["", f"cold: a fresh scheduler; warm: the same scheduler after {res.get('warmup', 0)} requests "
-                      "served one at a time, then 10 minutes idle"]
+                      "served one at a time, then 10 minutes idle (in the last variant the backend was 50× "
+                      "faster during the warm-up)"]
         for pl, rows in res["predictors"].items():
             lines += ["", f"**burst {res['counts'][0]} Short + {res['counts'][2]} Long, predictor {pl}**", "",
                       "| variant | short P50 (s) | short-P50 reduction | worst Long wait (s) | long P50 (s) |",
@@ -586,5 +597,38 @@ def markdown(name: str, res: dict) -> str:
     return "\n".join(lines)
 
 
+# ---- tenants -----------------------------------------------------------------------------------
+def tenants(n: int = 2000, seeds: int = 5, rho: float = 0.8, flood_share: float = 0.9) -> dict:
+    """Two tenants share one serial backend at utilisation ``rho``: "flood" sends
+    ``flood_share`` of the requests, "light" the rest (same class mix, Poisson arrivals,
+    the table1 service model). Per tenant: short P50 and long P99 sojourn (s) with
+    fairness off and on (:class:`~sjf_core.fair_share.TenantPending`, equal weights),
+    for the default policy ("sjf-tokens", perfect classes, default guard) and FCFS,
+    on the same arrivals."""
+    spec = spec_table1()
+    out = {"rho": rho, "n": n, "seeds": seeds, "flood_share": flood_share, "rows": {}}
+    wls = [poisson_workload(spec, rho, n, s) for s in range(seeds)]
+    pm = PredictorModel()
+    for policy in ("fcfs", "sjf-tokens"):
+        for fairness in ("off", "user"):
+            per: dict[str, list[float]] = {}
+            for s, wl in enumerate(wls):
+                rng = np.random.default_rng(20_000 + s)
+                who = np.where(rng.random(len(wl)) < flood_share, "flood", "light")
+                metas = [RequestMeta(tenant=str(t)) for t in who]
+                p_model = PredictorModel("none") if policy == "fcfs" else pm
+                preds, _ = p_model.predict(wl, np.random.default_rng(10_000 + s), spec.class_mix)
+                r = simulate(wl, preds, make_policy(policy), metas=metas, fairness=fairness)
+                for t in ("flood", "light"):
+                    m = who == t
+                    for cls, q, name in ((SHORT, 50, "short_p50"), (LONG, 99, "long_p99")):
+                        sel = m & (r.klass == cls)
+                        v = r.sojourn[sel]
+                        per.setdefault(f"{t}_{name}", []).append(float(np.percentile(v, q)) if len(v) else math.nan)
+                    per.setdefault(f"{t}_share_pct", []).append(100.0 * float(m.mean()))
+            out["rows"][f"{policy} fairness={fairness}"] = {k: float(np.nanmean(v)) for k, v in per.items()}
+    return out
+
+
 EXPERIMENTS = {"table10": table10, "rho": rho_sweep, "variants": variants, "bursts": bursts, "noise": noise,
-               "frontier": frontier, "speed": speed, "guard": guard}
+               "frontier": frontier, "speed": speed, "guard": guard, "tenants": tenants}

@@ -1,0 +1,116 @@
+"""Start-up checks: one clear warning for each setting that silently weakens a guarantee.
+
+``config_warnings(settings, config) -> list[str]`` (pure: ``config`` is the proxy's
+parsed config.yaml, a dict) finds:
+
+* ``general_settings.cancel_on_disconnect`` missing or false: a client that leaves while
+  queued is not cancelled, its request still reaches the backend when its turn comes;
+* deployments that share one backend (one queue key) with different slot settings
+  (the plugin's ``backends`` entries, ``SJF_BACKEND_SLOTS``, or LiteLLM's own
+  ``max_parallel_requests`` of the deployments);
+* a backend set to ``on_disconnect: drain`` behind a provider whose streams the plugin is
+  not known to drain (measured on LiteLLM 1.106.12: ``openai/``, ``ollama/`` and
+  ``ollama_chat/`` streams are read on after the client left; others may be closed by
+  LiteLLM regardless, and are then released at once: use ``probe``);
+* conflicts found while reading the plugin settings, and retired settings that are
+  ignored now.
+
+``run_startup_checks(settings)`` reads the config file the running proxy was started
+with (``litellm.proxy.proxy_server.user_config_file_path``) and logs each warning once
+on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
+raises. Warnings name backends by :func:`sjf_core.metrics.backend_label` (no credentials).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Mapping
+
+from sjf_core.metrics import backend_label
+
+from .deployment import provider_and_model
+
+log = logging.getLogger("litellm_sjf")
+
+#: providers whose streams the plugin drains: measured (openai, ollama, ollama_chat) and
+#: LiteLLM's OpenAI-compatible providers built on the same stream wrapper
+DRAINABLE_PROVIDERS = ("openai", "ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile",
+                       "text-completion-openai", "openai_like", "custom_openai", "litellm_proxy")
+
+
+def _deployments(config: Mapping) -> list[dict]:
+    out = []
+    for d in config.get("model_list") or []:
+        if isinstance(d, Mapping) and isinstance(d.get("litellm_params"), Mapping):
+            out.append(dict(d["litellm_params"]))
+    return out
+
+
+def config_warnings(settings: Any, config: Mapping | None) -> list[str]:
+    """The warnings for one proxy config (see the module docstring). Never raises."""
+    warnings: list[str] = []
+    try:
+        warnings += list(getattr(settings, "warnings", []) or [])
+        for key in getattr(settings, "retired", []) or []:
+            warnings.append(f"SJF setting {key} is retired and ignored: an orphaned answer now holds its slot "
+                            "until a 1-token probe of the backend returns (on_disconnect: probe)")
+        if not isinstance(config, Mapping):
+            return warnings
+        gs = config.get("general_settings") or {}
+        if not (isinstance(gs, Mapping) and gs.get("cancel_on_disconnect") is True):
+            warnings.append("general_settings.cancel_on_disconnect is not true: a client that leaves while its "
+                            "request waits for a slot is not cancelled, and the request still reaches the backend "
+                            "when its turn comes. Set general_settings.cancel_on_disconnect: true")
+        by_queue: dict[str, list[tuple[str, Any]]] = {}
+        for p in _deployments(config):
+            base = p.get("api_base")
+            if not isinstance(base, str):
+                continue
+            key = settings.queue_key(base)
+            mpr = p.get("max_parallel_requests")
+            by_queue.setdefault(key, []).append((base, settings.slots_for(key), mpr))
+            provider, _ = provider_and_model(p)
+            if settings.on_disconnect_for(key) == "drain" and provider not in DRAINABLE_PROVIDERS:
+                warnings.append(f"backend {backend_label(key)} is set to on_disconnect: drain, but streams of its "
+                                f"provider {provider}/ are not known to be drainable: if LiteLLM closes them, an "
+                                "orphaned stream is probed instead of drained. Use on_disconnect: probe")
+        for key, deps in by_queue.items():
+            urls = sorted({u for u, _, _ in deps})
+            mprs = {m for _, _, m in deps if m is not None}
+            if len(mprs) > 1:
+                warnings.append(f"deployments of one backend ({backend_label(key)}: {len(urls)} api_base spelling(s)) "
+                                f"set different max_parallel_requests {sorted(mprs)}; the plugin admits "
+                                f"{settings.slots_for(key)} at a time to this backend")
+            if len(urls) > 1:
+                log.info("litellm_sjf: %d api_base spellings share the queue of %s", len(urls), backend_label(key))
+    except Exception as exc:
+        log.debug("start-up checks failed (%s)", type(exc).__name__)
+    return warnings
+
+
+_done = False
+
+
+def run_startup_checks(settings: Any) -> list[str]:
+    """Check the running proxy's config file and log each warning once. Never raises."""
+    global _done
+    if _done:
+        return []
+    try:
+        ps = sys.modules.get("litellm.proxy.proxy_server")
+        path = getattr(ps, "user_config_file_path", None) if ps is not None else None
+        config = None
+        if path:
+            import yaml
+
+            with open(path, encoding="utf-8") as f:
+                config = yaml.safe_load(f)
+        warnings = config_warnings(settings, config)
+        _done = True
+        for w in warnings:
+            log.warning("litellm_sjf: %s", w)
+        return warnings
+    except Exception as exc:
+        log.debug("start-up checks failed (%s)", type(exc).__name__)
+        return []

@@ -1,0 +1,157 @@
+"""Exact release of an orphaned slot: hold it until a probe of the backend returns.
+
+A request is **orphaned** when it may have reached the backend but its answer was not
+read to the end: a non-streamed call cancelled or timed out while the backend answers,
+a connection that broke mid-answer, a stream closed early or abandoned (``on_close=
+"probe"``, the default). Some backends stop generating then and others go on
+(llama-cpp-python for non-streamed calls, Ollama until its next token; DESIGN.md "Real
+backends"), and the wrapper cannot tell which. So the slot stays taken and
+:class:`OrphanProbe` sends the backend one tiny request of our own through the same
+transport, with the same credentials and base URL: ``max_tokens: 1``, the fixed
+one-character prompt of :mod:`sjf_core.backend_probe` (never the user's text), marked
+with its ``x-sjf-probe`` header. A serial FIFO backend answers it only after the orphan
+ends, so the slot is released when the probe returns
+(:meth:`sjf_core.backend_probe.ProbeGate.wait_idle`: one probe in flight per backend,
+shared by concurrent orphans).
+
+Fallback: when the probe fails or does not return within ``timeout_s`` seconds, the
+slot is left to the queue's lease (``Scheduler(lease_ttl_s=...)``), or released at once
+when the queue has no lease. Never raises; never loses the release.
+
+What the probe carries: the orphan's URL prefix and query (e.g. Azure's
+``api-version``), its ``model`` field (a model name, not prompt text), and of its
+headers only the credential and identity ones (:data:`PROBE_HEADERS`) plus the names of
+the client's default headers (e.g. a gateway key set with ``default_headers``). The
+user's event hooks never see it (it goes to the transport, below the ``AsyncClient``);
+it is counted in :class:`~openai_sjf.transport.TransportStats` (``orphans``,
+``probes_ok``, ``probes_failed``) and in ``sjf_backend_probes_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Iterable
+
+from sjf_core.backend_probe import PROBE_HEADER, probe_gate, probe_request
+
+log = logging.getLogger("openai_sjf")
+
+#: Seconds a probe may take before the slot falls back to the lease (the SDK's default read timeout).
+DEFAULT_PROBE_TIMEOUT_S = 600.0
+#: Headers of the orphan copied to its probe (credentials and identity), lower case.
+PROBE_HEADERS = frozenset({"authorization", "api-key", "openai-organization", "openai-project", "user-agent"})
+#: Headers never copied (the probe sets its own body and framing).
+_NEVER = frozenset({"content-type", "content-length", "transfer-encoding", "accept", "accept-encoding", "host",
+                    "idempotency-key", "connection", "cookie"})
+#: Exception names (in either HTTP library) raised before a request was sent: nothing to probe.
+NOT_SENT = ("ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol")
+
+_TASKS: set = set()  # probes in progress (strong references)
+
+
+def reached_backend(exc: BaseException, lib) -> bool:
+    """False if ``exc`` (from sending a request with HTTP library ``lib``) means the request
+    never left this process (connect error or timeout, pool timeout); True otherwise
+    (cancellation, read/write timeouts, broken connections: the backend may be working)."""
+    for name in NOT_SENT:
+        cls = getattr(lib.module, name, None)
+        if cls is not None and isinstance(exc, cls):
+            return False
+    return True
+
+
+class ProbeFailed(Exception):
+    """The probe got an answer that is not a 2xx (e.g. unknown model): it proves nothing."""
+
+
+class OrphanProbe:
+    """The probe for one orphaned request, and the hand-over of its slot.
+
+    Args:
+        inner: the transport the orphan went through (the probe uses it too).
+        lib: the :class:`~openai_sjf.httplib.HttpLib` of that transport.
+        request: the orphaned request (its URL, ``model`` and credential headers are read).
+        backend: the queue key (URL prefix before the endpoint, no query).
+        timeout_s: seconds before the slot falls back to the lease.
+        header_names: extra header names (lower case) to copy, e.g. the client's defaults.
+        stats: a :class:`~openai_sjf.transport.TransportStats` to count in (or None).
+    """
+
+    def __init__(self, inner, lib, request, backend: str, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+                 header_names: Iterable[str] = (), stats=None):
+        self.inner = inner
+        self.lib = lib
+        self.request = request
+        self.backend = backend
+        self.timeout_s = float(timeout_s)
+        self.header_names = PROBE_HEADERS | {h.lower() for h in header_names}
+        self.stats = stats
+
+    def _build(self):
+        model = None
+        try:
+            body = json.loads(self.request.content)
+            if isinstance(body, dict) and isinstance(body.get("model"), str):
+                model = body["model"]
+        except Exception:  # unreadable body: a probe without a model (servers with one model accept it)
+            model = None
+        url, payload = probe_request(self.backend, "openai", model)
+        headers = {k: v for k, v in self.request.headers.items()
+                   if k.lower() in self.header_names and k.lower() not in _NEVER}
+        headers[PROBE_HEADER] = "1"
+        t = self.timeout_s
+        return self.lib.Request("POST", url, params=self.request.url.params, headers=headers, json=payload,
+                                extensions={"timeout": {"connect": min(t, 10.0), "read": t, "write": min(t, 10.0),
+                                                        "pool": min(t, 10.0)}})
+
+    async def send(self) -> None:
+        """POST the probe through the orphan's transport and read its answer to the end.
+
+        Raises:
+            ProbeFailed: a non-2xx answer. Transport errors propagate.
+        """
+        response = await self.inner.handle_async_request(self._build())
+        try:
+            async for _ in response.stream:
+                pass
+        finally:
+            await response.stream.aclose()
+        if not 200 <= response.status_code < 300:
+            raise ProbeFailed(response.status_code)
+
+    async def release_when_idle(self, ticket) -> None:
+        """Hold ``ticket`` until the probe returns, then release it (fallback: see the module)."""
+        ok = False
+        try:
+            ok = await probe_gate(self.backend).wait_idle(self.send, self.timeout_s)
+        except BaseException:  # cancelled (loop shutting down): fall through to the fallback
+            ok = False
+        finally:
+            if self.stats is not None:
+                if ok:
+                    self.stats.probes_ok += 1
+                else:
+                    self.stats.probes_failed += 1
+            queue = getattr(ticket, "queue", None)
+            if ok or getattr(queue, "lease_ttl_s", None) is None:
+                if not ok:
+                    log.debug("openai_sjf: idle probe failed and the queue has no lease; releasing the slot")
+                ticket.release()
+            # else: the slot is left to its lease, which force-releases it
+
+    def hand_over(self, ticket, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Start :meth:`release_when_idle` for ``ticket`` on ``loop`` (default: the running
+        loop). If no loop can run it, release at once. Never raises."""
+        if self.stats is not None:
+            self.stats.orphans += 1
+        try:
+            loop = loop or asyncio.get_running_loop()
+            task = loop.create_task(self.release_when_idle(ticket))
+        except Exception:
+            log.debug("openai_sjf: could not start the idle probe; releasing the slot", exc_info=True)
+            ticket.release()
+            return
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
