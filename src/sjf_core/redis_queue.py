@@ -415,6 +415,15 @@ class RedisAdmissionQueue:
             if ls.hb_task is not None and ls.expiry_at < ls.hb_wake_at:
                 ls.hb_kick.set()
 
+    @staticmethod
+    def _supersede_arg(entry) -> str:
+        """The entry's supersede key as stored in Redis: a hash of it (never the key itself), or ""."""
+        if not isinstance(entry.supersede, str) or not entry.supersede:
+            return ""
+        from .tenants import hash_id
+
+        return hash_id("supersede", entry.supersede)
+
     def _tenant_args(self, entry) -> list:
         """``[tenant, weight]`` enqueue arguments: the entry's tenant id (no spaces, at most
         64 characters) with fair shares on, else ``["", 1]`` (one shared order)."""
@@ -771,7 +780,7 @@ class RedisTicket:
             prio = max(-(10**9), min(10**9, int(self.entry.priority)))
             args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}",
                     q._deadline_in(self.entry), q._tokens(self.entry), OWNER, *q._tenant_args(self.entry),
-                    self.entry.supersede or ""]
+                    q._supersede_arg(self.entry)]
             self._enqueue_task = ls.spawn(q._run(ls, "enqueue", args))
             try:
                 r = await asyncio.shield(self._enqueue_task)
