@@ -130,6 +130,8 @@ def test_fairness_spec_and_tenant_ids():
     assert Fairness.parse("header:X-Team").tenant(None, {"x-team": "red"}) == hash_id("header", "red")
     assert Fairness.parse(None).mode == "key" and Fairness.parse("key").tenant(None, None, "sk-1") is not None
     assert Fairness.parse("off").tenant({"user": "a"}) is None
+    assert Fairness.parse("team").tenant(None, None, "sk-1", "team-a") == hash_id("team", "team-a")
+    assert Fairness.parse("team").tenant(None, None, "sk-1", None) is None
     assert f.tenant({"user": {"nested": 1}}) is None and f.tenant("garbage") is None
     assert Fairness.parse("user", {"alice": 3}).weight(t) == 3.0
     for bad in ("bogus", "header:"):
