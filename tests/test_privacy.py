@@ -348,3 +348,63 @@ def test_training_log_stores_features_and_token_counts_only(sandbox, caplog):
     assert (path.stat().st_mode & 0o777) == 0o600
     assert_records_clean(caplog.records, "training log")
     assert_files_clean(list_files(sandbox), "training log")
+
+
+async def test_length_memory_keeps_no_prompt_text(sandbox, caplog, redis_url, monkeypatch):
+    """The online length memory (issue 14): its local store, neighbour ring, persisted file and
+    Redis keys hold digests and numbers only; the canary (as prompt, system prompt, model
+    name and API key hash) is in none of them, nor in the logs."""
+    import numpy as np
+    import redis
+
+    from sjf_core.memory import LengthMemory
+
+    caplog.set_level(logging.DEBUG)
+    path = sandbox / "memory.npz"
+    monkeypatch.setenv("SJF_MEMORY_PATH", str(path))
+    prefix = "priv-" + uuid.uuid4().hex[:8]
+    schedulers = [Scheduler(plugins=False),  # default memory, persistence on through the env
+                  Scheduler(plugins=False, redis_url=redis_url, redis_options={"prefix": prefix})]
+    bodies = [b for _, b in canary_bodies()] + [
+        {"model": CANARY, "metadata": {"user_api_key_hash": CANARY}, "max_tokens": 7,
+         "messages": [{"role": "system", "content": CANARY}, {"role": "user", "content": CANARY + "\n>" + CANARY}]}]
+    for s in schedulers:
+        assert s.memory is not None
+        for i, body in enumerate(bodies):
+            for tokens in (12, 900):
+                t = s.ticket(BACKEND + s.memory.store.__class__.__name__, body)
+                await asyncio.wait_for(t.acquire(), 10)
+                if hasattr(t, "arelease"):
+                    await t.arelease(tokens)
+                else:
+                    t.release(tokens)
+            s.predict(body)
+        assert s.memory.counters["observed"] > 0 and s.memory.flush(10)
+        mem = s.memory
+        local = getattr(mem.store, "local", mem.store)
+        for k, v in local.items():
+            assert isinstance(k, bytes) and len(k) == 16 and all(isinstance(x, float) for x in v)
+            assert not leaks(k)
+        for arr in (mem.ring.points, mem.ring.groups, mem.ring.resid):
+            assert arr.dtype.kind in "fi" and not leaks(arr.tobytes())
+        assert not leaks(json.dumps(mem.status()))
+        assert not leaks(repr(list(mem.window)))
+    schedulers[0].memory.save()
+    assert path.is_file()
+    with np.load(path, allow_pickle=False) as z:
+        assert all(z[f].dtype.kind in "uif" for f in z.files)
+    r = redis.Redis.from_url(redis_url)
+    keys = list(r.scan_iter(match="{" + prefix + ":mem}*"))
+    assert keys, "the Redis memory wrote nothing"
+    for k in keys:
+        assert not leaks(k)
+        if r.type(k) == b"hash":
+            for f, v in r.hgetall(k).items():
+                assert f.decode() in ("n", "sz", "sd", "szz", "szd", "sdd") and float(v) == float(v)
+        else:
+            for _id, fields in r.xrange(k):
+                assert set(fields) == {b"w", b"g", b"r", b"p"} and len(fields[b"p"]) == 128
+                assert not any(leaks(v) for v in fields.values())
+    for rec in caplog.records:
+        assert not leaks(rec.getMessage() + (rec.exc_text or "") + repr(rec.args))
+    assert_files_clean(list_files(sandbox), "memory")

@@ -691,3 +691,37 @@ async def test_fair_shares_across_tenants_in_redis(stores, fairness):
         assert pos == 10, order
     snap = await qs[0].snapshot()
     assert snap["in_flight"] == 0 and snap["waiting"] == 0
+
+
+async def test_supersede_across_processes_in_redis(stores):
+    """Keystrokes from two stores (two processes' view of one queue) with one supersede key:
+    each newer one removes the queued older one, which raises Superseded at once; a
+    running ticket is never touched; another tenant's key is separate."""
+    from sjf_core.errors import Superseded
+
+    name = backend()
+    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness="user") for _ in range(2)]
+    running = qs[0].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
+    await running.acquire()
+    tickets, tasks = [], []
+    for i in range(4):
+        t = qs[i % 2].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
+        tickets.append(t)
+        tasks.append(asyncio.create_task(t.acquire()))
+        await wait_until(lambda: t.rid is not None)
+        if i:
+            with pytest.raises(Superseded):
+                await asyncio.wait_for(tasks[i - 1], 10)  # told at once, while the slot is held
+    other = qs[1].ticket(pred(0.1), RequestMeta(tenant="someone-else", supersede="buf"))
+    other_task = asyncio.create_task(other.acquire())
+    await wait_until(lambda: other.rid is not None)
+    snap = await qs[0].snapshot()
+    assert snap["waiting"] == 2 and snap["in_flight"] == 1 and running.state == "running"
+    await running.arelease(5)
+    done, _ = await asyncio.wait([tasks[3], other_task], return_when=asyncio.FIRST_COMPLETED)
+    first = tickets[3] if tasks[3] in done else other
+    await first.arelease(5)
+    await asyncio.gather(tasks[3], other_task)
+    await (other if first is tickets[3] else tickets[3]).arelease(5)
+    snap = await qs[0].snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0 and snap["dispatched"] == 3

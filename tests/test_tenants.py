@@ -130,6 +130,8 @@ def test_fairness_spec_and_tenant_ids():
     assert Fairness.parse("header:X-Team").tenant(None, {"x-team": "red"}) == hash_id("header", "red")
     assert Fairness.parse(None).mode == "key" and Fairness.parse("key").tenant(None, None, "sk-1") is not None
     assert Fairness.parse("off").tenant({"user": "a"}) is None
+    assert Fairness.parse("team").tenant(None, None, "sk-1", "team-a") == hash_id("team", "team-a")
+    assert Fairness.parse("team").tenant(None, None, "sk-1", None) is None
     assert f.tenant({"user": {"nested": 1}}) is None and f.tenant("garbage") is None
     assert Fairness.parse("user", {"alice": 3}).weight(t) == 3.0
     for bad in ("bogus", "header:"):
@@ -219,3 +221,16 @@ def test_simulator_two_tenants_fairness_protects_the_light_tenant():
     assert on["light_long_p99"] < 0.8 * off["light_long_p99"], res["rows"]
     assert on["flood_short_p50"] < 2.0 * off["flood_short_p50"], res["rows"]
     assert "light long P99" in markdown("tenants", res)
+
+
+def test_many_tenants_stay_bounded():
+    import sjf_core.fair_share as fs
+
+    policy = make_policy("sjf", tau="off")
+    pend = tenant_pending(policy)
+    for i in range(3 * fs.MAX_IDLE_SUBS):
+        e = push(pend, policy, i, f"user-{i}")
+        got = pend.pop(1.0)
+        assert got is e
+        pend.observe(got, 1.0, SHORT, 10)
+    assert len(pend._subs) <= fs.MAX_IDLE_SUBS + 2 and len(pend) == 0

@@ -798,7 +798,9 @@ class SJFHandler(CustomLogger):
         """Read-only state: per-backend queues and the plugin's counters (no prompt text).
 
         ``{"backends": {URL: {"slots", "in_flight", "waiting", "tau_s", "stats": {...}}},
-        "tracked_calls": int, "draining": int, "tokens_per_s": {URL: float}, "counters": {...}}``
+        "tracked_calls": int, "draining": int, "tokens_per_s": {URL: float}, "counters": {...},
+        "memory": {...}}`` (``memory``: the length memory's evidence counters and online
+        ranking accuracy, :meth:`sjf_core.memory.LengthMemory.status`)
         """
         backends = {}
         sched = self._scheduler
@@ -821,6 +823,7 @@ class SJFHandler(CustomLogger):
         probes = {k: v for k, v in probe_stats().items() if k in backends}
         return {"backends": backends, "tracked_calls": len(calls), "draining": sum(1 for c in calls if c.draining),
                 "tokens_per_s": dict(self._rates), "counters": dict(self.counters), "probes": probes,
+                "memory": sched.memory_status() if sched is not None else {"enabled": False},
                 "settings": {"policy": self.settings.policy, "tau": str(self.settings.tau),
                              "promotion": self.settings.promotion, "slots": self.settings.slots,
                              "fairness": self.settings.fairness,

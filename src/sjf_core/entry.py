@@ -54,6 +54,8 @@ class Entry:
         tenant: tenant id (hashed) for fair shares, or None (the shared tenant).
         supersede: supersede key (see :class:`~sjf_core.policies.RequestMeta`), or None.
         payload: adapter- or simulator-owned object (a future, a simulated job).
+        evidence: the length memory's handle of this request (digests and numbers,
+            no text; :mod:`sjf_core.memory`), fed with the answer tokens at completion.
     """
 
     seq: int
@@ -68,6 +70,7 @@ class Entry:
     tenant: str | None = None
     supersede: str | None = None
     payload: Any = None
+    evidence: Any = field(default=None, repr=False)
     # bookkeeping owned by the pending queue / admission queue
     removed: bool = field(default=False, repr=False)
     promoted: bool = field(default=False, repr=False)

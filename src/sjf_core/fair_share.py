@@ -32,6 +32,10 @@ from .service import ServiceStats
 from .tau import TauEstimator
 
 
+#: Sub-structures kept before idle ones (no waiter, nothing running) are forgotten.
+MAX_IDLE_SUBS = 1024
+
+
 class TenantPending:
     """Per-tenant sub-queues sharing the slots by weighted service time (module docstring).
 
@@ -62,6 +66,7 @@ class TenantPending:
         self._size = 0
         self._slots = getattr(first, "slots", 1)
         self.dispatched: dict[str | None, int] = {}
+        self._gone = [0, 0]  # promotions, deadline dispatches of forgotten sub-structures
 
     # ---- PendingQueue --------------------------------------------------------------
     def __len__(self) -> int:
@@ -150,11 +155,11 @@ class TenantPending:
     # ---- introspection ---------------------------------------------------------------
     @property
     def promotions(self) -> int:
-        return sum(getattr(s, "promotions", 0) for s in self._subs.values())
+        return self._gone[0] + sum(getattr(s, "promotions", 0) for s in self._subs.values())
 
     @property
     def deadline_dispatches(self) -> int:
-        return sum(getattr(s, "deadline_dispatches", 0) for s in self._subs.values())
+        return self._gone[1] + sum(getattr(s, "deadline_dispatches", 0) for s in self._subs.values())
 
     @property
     def top_band(self) -> int | None:
@@ -176,6 +181,14 @@ class TenantPending:
 
     def _emptied(self, t: str | None) -> None:
         self._active.pop(t, None)
+        if len(self._subs) > MAX_IDLE_SUBS:  # many tenants: forget idle sub-structures
+            busy = {id(r[0]) for r in self._running.values()}
+            for x in [x for x, sub in self._subs.items()
+                      if x is not None and x not in self._active and len(sub) == 0 and id(sub) not in busy]:
+                sub = self._subs.pop(x)
+                self._gone[0] += getattr(sub, "promotions", 0)
+                self._gone[1] += getattr(sub, "deadline_dispatches", 0)
+                self.dispatched.pop(x, None)
         # forget tenants that fell behind the clock: they would restart at the floor anyway
         if len(self.service_s) > 4 * (len(self._active) + 16):
             for x in [x for x, v in self.service_s.items() if x not in self._active and v <= self._vclock]:

@@ -72,7 +72,7 @@ from typing import Any, Callable
 
 from .admission import AdmissionQueue, QueueEvents, QueueStats, Ticket
 from .entry import class_of_tokens
-from .errors import AdmissionRejected
+from .errors import AdmissionRejected, Superseded
 from .pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, HeapPending
 from .policies import Policy, RequestMeta, make_policy
 from .prediction import Prediction
@@ -414,6 +414,15 @@ class RedisAdmissionQueue:
             ls.expiry_at = self.clock() + float(r[at + 3])
             if ls.hb_task is not None and ls.expiry_at < ls.hb_wake_at:
                 ls.hb_kick.set()
+
+    @staticmethod
+    def _supersede_arg(entry) -> str:
+        """The entry's supersede key as stored in Redis: a hash of it (never the key itself), or ""."""
+        if not isinstance(entry.supersede, str) or not entry.supersede:
+            return ""
+        from .tenants import hash_id
+
+        return hash_id("supersede", entry.supersede)
 
     def _tenant_args(self, entry) -> list:
         """``[tenant, weight]`` enqueue arguments: the entry's tenant id (no spaces, at most
@@ -770,7 +779,8 @@ class RedisTicket:
             age = max(0.0, q.clock() - self.entry.arrival)
             prio = max(-(10**9), min(10**9, int(self.entry.priority)))
             args = [repr(float(self.entry.key)), prio, int(self.entry.klass), f"{age:.6f}",
-                    q._deadline_in(self.entry), q._tokens(self.entry), OWNER, *q._tenant_args(self.entry)]
+                    q._deadline_in(self.entry), q._tokens(self.entry), OWNER, *q._tenant_args(self.entry),
+                    q._supersede_arg(self.entry)]
             self._enqueue_task = ls.spawn(q._run(ls, "enqueue", args))
             try:
                 r = await asyncio.shield(self._enqueue_task)
@@ -791,6 +801,12 @@ class RedisTicket:
                 return await self._unavailable(exc)
             if status == "granted":
                 return
+            if status == "superseded":
+                ls.waiting.pop(self.rid, None)
+                q.stats.superseded += 1
+                q._emit("on_cancel", self.entry)
+                self.state = "superseded"
+                raise Superseded(q.name)
             # Redis no longer knows this waiter (its data was lost, or the heartbeat came
             # too late): enqueue again with the original arrival.
             ls.waiting.pop(self.rid, None)
@@ -806,8 +822,8 @@ class RedisTicket:
             item = await asyncio.shield(ls.spawn(ls.blocking.blpop([wake], timeout=q.waiter_ttl_s)))
             if item is not None:
                 value = item[1]
-                if value == "gone":
-                    return "gone"
+                if value in ("gone", "superseded"):
+                    return value
                 ls.waiting.pop(self.rid, None)
                 self._granted(value)
                 return "granted"
@@ -817,6 +833,9 @@ class RedisTicket:
                 # the script pushed "gone" to the wake list: consume it
                 await ls.fast.delete(wake)
                 return "gone"
+            if statuses and statuses[0] == "superseded":
+                await ls.fast.delete(wake)
+                return "superseded"
 
     def _granted(self, signal: str) -> None:
         q = self.queue

@@ -72,6 +72,11 @@ class Scheduler:
             mode (tenant queues and service counts in Redis).
         defaults: :class:`sjf_core.tenants.IntentDefaults` (default priority / deadline,
             global, per backend, per tenant) or None.
+        memory: the online length memory (:class:`~sjf_core.memory.LengthMemory`,
+            docs/memory.md): consulted at every scoring, fed at every completion with
+            answer tokens. None: the default one (off when ``$SJF_MEMORY=off``; shared
+            through Redis when ``redis_url`` is set; persisted when ``$SJF_MEMORY_PATH``
+            is set); False: none; or a LengthMemory.
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class Scheduler:
         redis_options: Mapping[str, Any] | None = None,
         fairness: Any = None,
         defaults: Any = None,
+        memory: Any = None,
     ):
         opts = dict(policy_options or {})
         if not isinstance(policy, Policy):
@@ -124,6 +130,24 @@ class Scheduler:
 
         # validate now: a policy the Redis store cannot run is a config error
         self.redis_url, self.redis_options = redis_config(redis_url, redis_options, make_policy(policy, **opts))
+        self.memory = None
+        if memory is None:
+            from .memory import memory_from_env
+
+            try:
+                self.memory = memory_from_env(self.redis_url, self.redis_options)
+            except Exception as exc:  # e.g. redis-py missing: scheduling works without the memory
+                log.error("length memory disabled (%s)", type(exc).__name__)
+        elif memory is not False:
+            self.memory = memory
+        if self.memory is not None:
+            self.listeners.append(_MemoryListener(self))
+            import os
+
+            if os.environ.get("SJF_METRICS", "").strip().lower() not in ("off", "0", "false", "none"):
+                from .memory.prom import ensure_collector
+
+                ensure_collector()
         from .hooks import install_plugins
 
         self.plugins = install_plugins(self, plugins)
@@ -184,11 +208,47 @@ class Scheduler:
                 self._emit_predict(time.perf_counter() - t0, type(exc).__name__)
                 raise
             self._emit_predict(time.perf_counter() - t0, None)
+            if self.memory is not None:
+                prediction = self._remember(p, body, text, prediction, True)
             return prediction
         except Exception as exc:
             self.predictor_errors += 1
             log.warning("request could not be scored (%s); FCFS order for it", type(exc).__name__)
             return None
+
+    def _remember(self, p, body, text, prediction: Prediction, count: bool) -> Prediction:
+        """The memory's blend of ``prediction`` (features from the predictor's own layout)."""
+        layout = getattr(p, "layout", None)
+        features = None
+        if layout is not None:
+            try:
+                features = layout.extract(text)
+            except Exception:
+                features = None
+        info = getattr(p, "info", None)
+        sigma0 = getattr(info, "log_sigma", 1.0) if info is not None else 1.0
+        return self.memory.score(body, text, features, prediction, sigma0, count)
+
+    def _learn_unscored(self, body: Any, endpoint: str):
+        """Evidence of a request that was never scored (lazy: it ran alone), to learn from it."""
+        from .memory import handle_of
+        from .text import scored_text
+
+        text = scored_text(body, endpoint)
+        p = self.predictor
+        if text is None or p is None or self.memory is None:
+            return None
+        return handle_of(self._remember(p, body, text, p.predict(text), False))
+
+    def memory_status(self) -> dict:
+        """The length memory's status (:meth:`~sjf_core.memory.LengthMemory.status`), or
+        ``{"enabled": False}``."""
+        if self.memory is None:
+            return {"enabled": False}
+        try:
+            return self.memory.status()
+        except Exception as exc:
+            return {"enabled": True, "error": type(exc).__name__}
 
     def _emit_predict(self, latency_s: float, error: str | None) -> None:
         for listener in self.listeners:
@@ -258,7 +318,12 @@ class Scheduler:
         """
         if prediction is None:
             prediction = self.predict(body, endpoint)
-        return self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
+        t = self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
+        if self.memory is not None:
+            from .memory import handle_of
+
+            t.entry.evidence = handle_of(prediction)
+        return t
 
     def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
              team: Any = None):
@@ -300,15 +365,68 @@ class Scheduler:
             arrival: as in :meth:`ticket`.
         """
         q = self.queue(backend)
+        lazy = _LazyEvidence(self, load, endpoint) if self.memory is not None else None
 
         def score():
             body, headers = load()
-            return self.predict(body, endpoint), self.meta(backend, body, headers, api_key)
+            prediction = self.predict(body, endpoint)
+            if lazy is not None:
+                from .memory import handle_of
+
+                lazy.handle, lazy.scored = handle_of(prediction), True
+            return prediction, self.meta(backend, body, headers, api_key)
 
         if isinstance(q, AdmissionQueue) and q.overload is None and q.rate_limit is None:
-            return q.ticket(None, None, arrival, scorer=score)
-        prediction, meta = score()
-        return q.ticket(prediction, meta, arrival)
+            t = q.ticket(None, None, arrival, scorer=score)
+        else:
+            prediction, meta = score()
+            t = q.ticket(prediction, meta, arrival)
+        if lazy is not None:
+            t.entry.evidence = lazy
+        return t
+
+
+class _LazyEvidence:
+    """The evidence of a lazily scored request: its handle once scored, else learnt at
+    completion from the body (the request ran alone, so nothing scored it)."""
+
+    __slots__ = ("scheduler", "load", "endpoint", "handle", "scored")
+
+    def __init__(self, scheduler: Scheduler, load, endpoint: str):
+        self.scheduler, self.load, self.endpoint = scheduler, load, endpoint
+        self.handle, self.scored = None, False
+
+    def resolve(self):
+        if not self.scored:
+            self.scored = True
+            body, _ = self.load()
+            self.handle = self.scheduler._learn_unscored(body, self.endpoint)
+        self.load = None
+        return self.handle
+
+
+class _MemoryListener(QueueEvents):
+    """Feeds the scheduler's length memory with each completed request's answer tokens."""
+
+    def __init__(self, scheduler: Scheduler):
+        self._memory = scheduler.memory
+
+    def on_complete(self, queue, entry, service_s, answer_tokens) -> None:
+        ev = getattr(entry, "evidence", None)
+        if ev is None:
+            return
+        if answer_tokens is None:
+            if isinstance(ev, _LazyEvidence):
+                ev.load = None
+            return
+        if isinstance(ev, _LazyEvidence):
+            ev = ev.resolve()
+        self._memory.observe(ev, answer_tokens)
+
+    def on_cancel(self, queue, entry) -> None:
+        ev = getattr(entry, "evidence", None)
+        if isinstance(ev, _LazyEvidence):
+            ev.load = None
 
 
 _default: Scheduler | None = None

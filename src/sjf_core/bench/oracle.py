@@ -103,4 +103,4 @@ def oracle_scheduler():
     from ..scheduler import Scheduler
 
     return Scheduler(predictor=from_env(), policy="sjf-tokens", tau="off", slots=int(os.environ.get("SJF_SLOTS", "1")),
-                     lease_ttl_s=900.0, plugins=False)
+                     lease_ttl_s=900.0, plugins=False, memory=False)

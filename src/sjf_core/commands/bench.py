@@ -32,7 +32,14 @@ def add_arguments(p) -> None:
                    help="JSONL of {prompt, response_tokens} (e.g. ../shared/data/conversations/sharegpt.jsonl); "
                         "default: the prompt set shipped with sjf_core")
     g.add_argument("--scenario", default="burst",
-                   help="comma-separated: burst, poisson, replay (default burst)")
+                   help="comma-separated: burst, poisson, replay, app-burst (default burst). app-burst: "
+                        "--n-short title tasks over pasted held-out prompts + --n-long held-out chat replies "
+                        "(recorded >= 800 tokens), run cold (fresh proxy) and warm (fresh proxy that first "
+                        "answered --warmup-n requests of the same apps over other prompts; docs/memory.md)")
+    g.add_argument("--hold-s", type=float, default=2.0,
+                   help="app-burst: seconds the backend is held busy while the burst is submitted (default 2)")
+    g.add_argument("--warmup-n", type=int, default=50,
+                   help="app-burst: warm-up requests answered by sjf-warm before the burst (default 50)")
     g.add_argument("--n-short", type=int, default=None,
                    help="burst: recorded-Short prompts (default 25, or as many as the data has)")
     g.add_argument("--n-long", type=int, default=None,
@@ -102,8 +109,20 @@ def build_scenarios(args, rows, service) -> list:
                              seed=args.seed, max_tokens=args.max_tokens)
             out.append(Scenario(f"replay-{args.replay_rho:.2f}", jobs,
                                 {"rho": args.replay_rho, "offset": args.replay_offset}))
+        elif kind == "app-burst":
+            from ..sim.appmix import bench_app_burst
+
+            n_task = args.n_short if args.n_short is not None else 20
+            n_reply = args.n_long if args.n_long is not None else 20
+            jobs, warm = bench_app_burst(rows, n_task, n_reply, args.warmup_n, seed=args.seed)
+            cfg = {"n_task": n_task, "n_reply": n_reply, "app": "title"}
+            # both start from a fresh proxy / scheduler: cold has no evidence; warm has answered
+            # exactly the warm-up requests (other prompts of the same apps), one at a time
+            out.append(Scenario("app-burst cold", jobs, {**cfg, "state": "cold"}, hold_s=args.hold_s, fresh=True))
+            out.append(Scenario("app-burst warm", jobs, {**cfg, "state": "warm", "warmup_requests": len(warm)},
+                                warmup=warm, hold_s=args.hold_s, fresh=True))
         else:
-            raise ValueError(f"unknown scenario {kind!r}: use burst, poisson, replay")
+            raise ValueError(f"unknown scenario {kind!r}: use burst, poisson, replay, app-burst")
     return out
 
 
@@ -154,7 +173,7 @@ def run(args) -> int:
     except Exception as exc:
         print(f"sjf bench: default predictor unavailable ({exc}); predicted classes not recorded", file=sys.stderr)
         predictor = None
-    all_jobs = [j for sc in scenarios for j in sc.jobs]
+    all_jobs = [j for sc in scenarios for j in list(sc.jobs) + list(sc.warmup)]
     if args.backend:
         backend = ExternalBackend(args.backend, args.model or "default", args.api_key)
     else:

@@ -3,7 +3,10 @@
 -- ARGV[A+4] deadline relative to now (s) or "", ARGV[A+5] predicted answer tokens (for the
 -- expected service time, from the shared service statistics), ARGV[A+6] owner
 -- ("<pid>@<host>", no spaces: shown by snapshot, for operators and tests), ARGV[A+7] tenant
--- id (no spaces; "" for none: one shared order), ARGV[A+8] the tenant's weight (> 0).
+-- id (no spaces; "" for none: one shared order), ARGV[A+8] the tenant's weight (> 0),
+-- ARGV[A+9] supersede key ("" none): the waiting ticket of the same tenant with this key
+-- leaves the queue and is told "superseded" (its id joins <P>:sup, so that a heartbeat does
+-- not take it for a lost waiter); a granted one is never touched.
 -- Returns {id, epoch, arrival, grant or "", in_flight, waiting, tau, next_expiry}.
 local e = epoch()
 local id = string.format('%017.0f', redis.call('INCR', K_SEQ))
@@ -73,6 +76,23 @@ redis.call('ZADD', K_ALIVE, fmt(NOW + WAITER_TTL), id)
 if ARGV[A + 4] ~= '' then
   -- latest start time: deadline minus expected service (EDF)
   redis.call('ZADD', K_DL .. ':' .. level, fmt(NOW + tonumber(ARGV[A + 4]) - tonumber(work)), id)
+end
+if ARGV[A + 9] and ARGV[A + 9] ~= '' then
+  local ssk = P .. ':ss'
+  local field = (tenant or '-') .. '|' .. ARGV[A + 9]
+  local old = redis.call('HGET', ssk, field)
+  if old and old ~= id and redis.call('HEXISTS', K_WI, old) == 1 then
+    drop_waiter(old)
+    redis.call('SADD', P .. ':sup', old)
+    redis.call('PEXPIRE', P .. ':sup', math.floor(4000 * (WAITER_TTL + LEASE_TTL)))
+    local owk = P .. ':w:' .. old
+    redis.call('DEL', owk)
+    redis.call('RPUSH', owk, 'superseded')
+    redis.call('PEXPIRE', owk, math.floor(2000 * (WAITER_TTL + LEASE_TTL)))
+    redis.call('HINCRBY', K_ST, 'superseded', 1)
+  end
+  redis.call('HSET', ssk, field, id)
+  redis.call('PEXPIRE', ssk, 86400000)
 end
 redis.call('HINCRBY', K_ST, 'enqueued', 1)
 reap()

@@ -19,6 +19,8 @@ for j = 1, nw do
     -- granted, not yet picked up: keep the lease alive for its live waiter
     redis.call('ZADD', K_LEASES, 'XX', fmt(NOW + LEASE_TTL), redis.call('HGET', K_HELD, id))
     ws[j] = 'g'
+  elseif redis.call('SISMEMBER', P .. ':sup', id) == 1 then
+    ws[j] = 'superseded'  -- replaced by a newer request with its supersede key
   else
     local wk = P .. ':w:' .. id
     redis.call('DEL', wk)

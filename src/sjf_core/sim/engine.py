@@ -71,12 +71,15 @@ def simulate(
     idle_s: float = 600.0,
     warmup_speedup: float = 1.0,
     fairness=None,
+    on_complete=None,
 ) -> SimResult:
     """Run one simulation of ``wl`` under ``policy`` with ``slots`` servers.
 
     Args:
         wl: the jobs (arrival order).
-        predictions: one Prediction (or None = unscored) per job.
+        predictions: one Prediction (or None = unscored) per job, or a callable
+            ``predictions(i) -> Prediction | None`` called when job ``i`` arrives (an
+            online predictor, e.g. one with the length memory learning as it goes).
         policy: the policy; a fresh pending structure is made with ``policy.new_pending()``.
         slots: parallel slots (M/G/k), >= 1.
         metas: optional request metadata per job (priority, deadline, max_tokens).
@@ -86,6 +89,7 @@ def simulate(
             when the previous one is done; the workload's own jobs, cyclically), then leave
             the queue idle ``idle_s`` seconds: the scheduler then starts "warm", as a proxy
             that has served a quiet morning does. Warm-up jobs are not in the result.
+            With a callable ``predictions`` it is called for them too (index ``j``).
         idle_s: the quiet period between warm-up and workload, seconds.
         warmup_speedup: the backend is this many times faster during the warm-up (a
             backend whose speed changed, e.g. another model loaded).
@@ -94,6 +98,8 @@ def simulate(
             :class:`~sjf_core.fair_share.TenantPending` over ``policy.new_pending()``,
             each job's tenant taken from ``metas[i].tenant`` — the same structure the
             live queue uses.
+        on_complete: optional ``on_complete(i)`` called when job ``i`` finishes (after
+            ``pending.observe``), e.g. to feed the answer to an online predictor.
 
     Returns:
         :class:`SimResult`.
@@ -136,12 +142,13 @@ def simulate(
     now = 0.0
     push, pop, observe = pending.push, pending.pop, pending.observe
     make_entry = policy.make_entry
+    predict = predictions if callable(predictions) else predictions.__getitem__
     inf = math.inf
     if warmup and n:
         t = float(arrival[0]) - idle_s - sum(float(service[j % n]) for j in range(warmup)) / warmup_speedup
         for w in range(warmup):
             j = w % n
-            e = make_entry(n + w, t, predictions[j], None if metas is None else metas[j])
+            e = make_entry(n + w, t, predict(j), None if metas is None else metas[j])
             push(e)
             pop(t)
             s = float(service[j]) / warmup_speedup
@@ -158,8 +165,10 @@ def simulate(
             if control is not None:
                 control.finished(e)
             observe(e, float(service[j]), int(klass[j]), float(tokens[j]))
+            if on_complete is not None:
+                on_complete(j)
         while i < n and arrival[i] <= now:
-            e = make_entry(i, float(arrival[i]), predictions[i], None if metas is None else metas[i])
+            e = make_entry(i, float(arrival[i]), predict(i), None if metas is None else metas[i])
             e.payload = i
             entries[i] = e
             if control is not None:
