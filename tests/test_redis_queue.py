@@ -78,9 +78,10 @@ SCENARIOS = [
     ("sjf", {"tau": 5.5, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
     ("sjf", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.05}),
     ("sjf-tokens", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.5}),
-    # an absolute wait bound beside each rule (ages are 0-3, 6-12 s: 8.5 s splits them)
-    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 8.5}),
-    ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 8.5}),
+    # an absolute wait bound beside each rule (ages are 0-3.3, 6-12 s: 5 s splits them with
+    # 1.7 s to spare, so enqueue and drain time on a loaded machine cannot cross it)
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
+    ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 5.0}),
 ]
 
 
@@ -631,7 +632,7 @@ BAND_SCENARIOS = [
     ("sjf", {"tau": 5.5, "promotion": "strict"}),
     ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 2}),
     ("sjf", {"tau": 5.5, "promotion": "aging", "horizon": 0.5}),
-    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 8.5}),
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
     ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "floor": 0.0, "initial_short_service_s": 0.5}),
 ]
 

@@ -291,6 +291,16 @@ class SJFHandler(CustomLogger):
 
             self._status_server = start_status_server(self, self.settings.status_port)
         run_startup_checks(self.settings)
+        if not self.settings.disabled:
+            # build the scheduler and load the model now, off the event loop: the first
+            # request that has to wait (a burst on a fresh proxy) must not pay for it
+            threading.Thread(target=self._preload, name="sjf-preload", daemon=True).start()
+
+    def _preload(self) -> None:
+        try:
+            self.scheduler.preload()
+        except Exception:  # fail-open: the scheduler is built again on first use
+            log.debug("litellm_sjf: preload failed; the scheduler is built on first use", exc_info=True)
 
     # ---- scheduler ----------------------------------------------------------------------
     @property

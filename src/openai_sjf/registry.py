@@ -88,6 +88,7 @@ def scheduler_for(
                     defaults={"priority": default_priority, "deadline_s": default_deadline_s},
                 )
                 _by_options[okey] = sched
+        sched.preload()  # the first request that waits must not pay the model load
         if slots is not None:
             existing = sched.queues.get(key)
             if existing is None:

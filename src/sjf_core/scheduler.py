@@ -176,6 +176,20 @@ class Scheduler:
                         log.error("predictor could not be loaded (%s); admitting in FCFS order", exc)
         return self._predictor
 
+    def preload(self) -> threading.Thread:
+        """Load the predictor in a background (daemon) thread and return it, so the first
+        request that has to wait is not the one that pays the model load (~0.3-1 s).
+        Never raises; a load failure is logged by :attr:`predictor` (FCFS order)."""
+        def load():
+            try:
+                self.predictor
+            except Exception:  # the property logs and fails open itself
+                pass
+
+        th = threading.Thread(target=load, name="sjf-predictor-preload", daemon=True)
+        th.start()
+        return th
+
     def predict(self, body: Any, endpoint: str = "chat/completions") -> Prediction | None:
         """Predict the answer length of a request body; None when it cannot be scored."""
         try:

@@ -73,6 +73,8 @@ BUILTIN: dict[str, PolicySpec] = {
         PolicySpec("sjf-paper", "sjf", tau="3x", options={"promotion": "strict"}),
         PolicySpec("fair", "fair"),
         PolicySpec("oracle", "sjf-tokens", tau="off", predictor="oracle"),
+        # the oracle's true lengths behind the default starvation guard: what the guard costs SJF
+        PolicySpec("oracle-guarded", "sjf-tokens", predictor="oracle"),
     )
 }
 

@@ -16,7 +16,7 @@ burst          20 Short + 20 Long ShareGPT prompts (one answering model) queued 
                a held backend, through a real LiteLLM proxy (with / without ``litellm_sjf``),
                emulator backend; every contender **cold** (a freshly started proxy) and
                **warm** (the same proxy after 100 other requests served one at a time at
-               the same speed); two prompt samples (seeds 0–1), pooled per state
+               the same speed); one prompt sample (seed 0)
 burst-wrapper  the same burst (seed 0) through the ``openai_sjf`` wrapper
 poisson        Poisson arrivals at ρ = 0.55, 0.74, 0.85 (ShareGPT prompts, class mix
                50/25/25 % Short/Medium/Long), through the wrapper, emulator backend
@@ -59,8 +59,8 @@ from .stats import RequestRecord, compare, service_stats, summarize, to_jsonable
 
 SECTIONS = ("burst", "burst-wrapper", "poisson", "replay", "real", "overhead", "queue")
 
-BURST = dict(n_short=20, n_long=20, seeds=(0, 1), tokens_per_s=2000.0, warmup=100, hold_s=3.0,
-             policies="fcfs,litellm-priority,sjf,sjf-no-tau,sjf-fcfs-bound,oracle")
+BURST = dict(n_short=20, n_long=20, seeds=(0,), tokens_per_s=500.0, warmup=100, hold_s=3.0,
+             policies="fcfs,sjf,sjf-no-tau,sjf-fcfs-bound,oracle,oracle-guarded")
 BURST_WRAPPER = dict(n_short=25, n_long=25, seeds=(0,), tokens_per_s=500.0,
                      policies="fcfs,sjf,sjf-no-tau,sjf-paper,fair,oracle")
 POISSON = dict(rhos=(0.55, 0.74, 0.85), n={0.55: 300, 0.74: 800, 0.85: 300}, mix=(0.5, 0.25, 0.25), tokens_per_s=4000.0,
