@@ -47,7 +47,7 @@ log = logging.getLogger("sjf_core.backend_probe")
 PROBE_HEADER = "x-sjf-probe"
 #: The probe's prompt: fixed, one character, never a user's text.
 PROBE_PROMPT = "."
-OUTCOMES = ("sent", "ok", "timeout", "error", "shared")
+OUTCOMES = ("sent", "ok", "timeout", "error", "unreachable", "shared")
 
 __all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT",
            "OLLAMA_PROVIDERS"]
@@ -124,15 +124,36 @@ class ProbeGate:
             self._count("error")
             raise
         except Exception as exc:
-            self._count("error")
-            log.warning("idle probe of %s failed (%s); the slot is left to its lease", _label(self.key),
-                        type(exc).__name__)
+            if could_not_connect(exc):
+                # nothing answers at that address: no request of ours can be running there,
+                # and holding the slot would only stall the queue until the lease expires
+                ok = True
+                self._count("unreachable")
+                log.warning("idle probe of %s could not connect (%s); the backend runs nothing of "
+                            "ours, releasing the slot", _label(self.key), type(exc).__name__)
+            else:
+                self._count("error")
+                log.warning("idle probe of %s failed (%s); the slot is left to its lease", _label(self.key),
+                            type(exc).__name__)
         finally:
             with self._lock:
                 if self._inflight is fut:
                     self._inflight = None
             if not fut.done():
                 fut.set_result(ok)
+
+
+def could_not_connect(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) says that no connection to the
+    backend could be made: httpx / httpx2 ``ConnectError``, or ``ConnectionRefusedError``.
+    Such a backend cannot be generating anything of ours."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ConnectionRefusedError) or any(c.__name__ == "ConnectError" for c in type(exc).__mro__):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def _label(key: str) -> str:

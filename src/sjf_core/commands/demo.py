@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
     p.add_argument("--tokens-per-s", default="auto",
                    help="emulator speed in tokens/s, or 'auto' (the burst's answers take about --run-s seconds)")
     p.add_argument("--run-s", type=float, default=30.0, help="target seconds of backend work per run for 'auto'")
-    p.add_argument("--policy", default=None, help="plugin policy (default: the plugin's, SJF_POLICY or sjf)")
+    p.add_argument("--policy", default=None, help="plugin policy (default: the plugin's, SJF_POLICY or sjf-tokens)")
     p.add_argument("--tau", default=None, help="plugin τ, e.g. 3x, 6 (seconds) or off (default: the plugin's)")
     p.add_argument("--promotion", default=None, help="plugin τ promotion rule (default: the core's)")
     p.add_argument("--no-stream", action="store_true", help="send non-streaming requests (no TTFT column)")
