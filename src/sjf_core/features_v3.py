@@ -158,17 +158,21 @@ def fill_text_v3(text: str, out: np.ndarray) -> None:
     out[i + 5] = 1.0 if len(pars) > 1 and len(pars[-1]) < 0.2 * n else 0.0
 
 
+def _extract_one(text: str, width: int, fill) -> np.ndarray:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    out = np.zeros(width, dtype=np.float32)
+    fill(text, out)
+    return out
+
+
 def extract_v3(text: str) -> np.ndarray:
     """The v3 features of one prompt: float32 [N_FEATURES_V3].
 
     Raises:
         TypeError: if ``text`` is not a str.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
-    out = np.zeros(N_FEATURES_V3, dtype=np.float32)
-    fill_text_v3(text, out)
-    return out
+    return _extract_one(text, N_FEATURES_V3, fill_text_v3)
 
 
 def extract_v3_many(texts) -> np.ndarray:
@@ -204,11 +208,7 @@ def extract_v2l(text: str) -> np.ndarray:
     Raises:
         TypeError: if ``text`` is not a str.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
-    out = np.zeros(N_FEATURES_V2L, dtype=np.float32)
-    fill_text_v2l(text, out)
-    return out
+    return _extract_one(text, N_FEATURES_V2L, fill_text_v2l)
 
 
 def extract_v2l_many(texts) -> np.ndarray:
