@@ -44,7 +44,7 @@ $(STAMP3): pyproject.toml setup.py
 
 test-openai3: $(STAMP3)
 	$(PY3) -c 'import openai, httpx2; print("openai", openai.__version__, "on httpx2", httpx2.__version__)'
-	$(PY3) -m pytest -q tests/test_openai_wrapper.py tests/test_tenants_wrapper.py
+	$(PY3) -m pytest -q tests/integration/test_openai_wrapper.py tests/integration/test_tenants_wrapper.py
 
 clean:
 	rm -rf $(VENV) $(VENV3) build dist src/*.egg-info .pytest_cache

@@ -11,10 +11,10 @@ from setuptools import Extension, find_namespace_packages, setup
 setup(
     packages=find_namespace_packages(where="src") + ["sjf_core._models"],
     package_dir={"": "src", "sjf_core._models": "models"},
-    # Optional C accelerator of the feature extractors (sjf_core.fastscan); without a C
+    # Optional C accelerator of the feature extractors (sjf_core.predict._fastscan); without a C
     # compiler the build skips it and the pure-Python extractors are used (same numbers).
-    ext_modules=[Extension("sjf_core._scan", ["src/sjf_core/_scan.c"], optional=True,
+    ext_modules=[Extension("sjf_core.predict._scan", ["src/sjf_core/predict/_scan.c"], optional=True,
                            extra_compile_args=["-O2"]),
-                 # the lexicon score (sjf_core.lexicon), same contract: optional, same numbers
-                 Extension("sjf_core._lex", ["src/sjf_core/_lex.c"], optional=True, extra_compile_args=["-O2"])],
+                 # the lexicon score (sjf_core.predict._lexicon), same contract: optional, same numbers
+                 Extension("sjf_core.predict._lex", ["src/sjf_core/predict/_lex.c"], optional=True, extra_compile_args=["-O2"])],
 )

@@ -34,9 +34,9 @@ def main(argv=None) -> int:
 
     import xgboost as xgb
 
-    from sjf_core.rank_metrics import ranking_accuracy
-    from sjf_core.train import DOMAIN_PARAMS, PRESETS, TrainConfig, featurize_groups, fit, fit_domain, group_weights
-    from sjf_core.train_data import build_dataset, load_rows
+    from sjf_core.predict._rank_metrics import ranking_accuracy
+    from sjf_lab.train import DOMAIN_PARAMS, PRESETS, TrainConfig, featurize_groups, fit, fit_domain, group_weights
+    from sjf_lab.train_data import build_dataset, load_rows
 
     t0 = time.time()
     rows = load_rows(args.data)

@@ -4,7 +4,7 @@
 
 Sections (each table is a same-run comparison):
 
-(b) Poisson ρ = 0.8 app mix (sjf_core.sim.appmix: title, sentiment, summary, chat over
+(b) Poisson ρ = 0.8 app mix (sjf_lab.sim.appmix: title, sentiment, summary, chat over
     held-out prompts), 1,000 requests, 1 slot, simulator, sjf-tokens τ=3x: short P50 and
     long P99 e2e of FCFS, SJF with the base predictor alone, SJF with the memory learning
     as it goes (cold start), oracle SJF (true lengths); the fraction of the base-to-oracle
@@ -38,18 +38,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from sjf_core.memory import LengthMemory, handle_of  # noqa: E402
-from sjf_core.memory.neighbours import BYTES_PER_ENTRY  # noqa: E402
-from sjf_core.policies import make_policy  # noqa: E402
-from sjf_core.prediction import Prediction  # noqa: E402
-from sjf_core.predictor import load_predictor  # noqa: E402
-from sjf_core.rank_metrics import ranking_accuracy  # noqa: E402
-from sjf_core.scheduler import Scheduler  # noqa: E402
-from sjf_core.sim import appmix  # noqa: E402
-from sjf_core.sim.engine import simulate  # noqa: E402
-from sjf_core.sim.workload import Workload  # noqa: E402
-from sjf_core.text import scored_text  # noqa: E402
-from sjf_core.train_data import prompt_key, split_of  # noqa: E402
+from sjf_core.memory import LengthMemory, handle_of# noqa: E402
+from sjf_core.memory._neighbours import BYTES_PER_ENTRY# noqa: E402
+from sjf_core.policy._policies import make_policy# noqa: E402
+from sjf_core.predict._prediction import Prediction# noqa: E402
+from sjf_core.predict._predictor import load_predictor# noqa: E402
+from sjf_core.predict._rank_metrics import ranking_accuracy# noqa: E402
+from sjf_core._scheduler import Scheduler# noqa: E402
+from sjf_lab.sim import appmix# noqa: E402
+from sjf_lab.sim.engine import simulate# noqa: E402
+from sjf_lab.sim.workload import Workload# noqa: E402
+from sjf_core.predict._text import scored_text# noqa: E402
+from sjf_lab.train_data import prompt_key, split_of# noqa: E402
 
 DATA = Path(os.environ.get("SJF_DATA_DIR", ROOT.parent / "shared" / "data" / "conversations"))
 if not DATA.is_dir():

@@ -24,8 +24,8 @@ import time
 
 import httpx
 
-from sjf_core.emulator import EmulatorThread, short_hash
-from sjf_core.proxy_runner import LiteLLMProxy, free_port, proxy_config
+from sjf_lab.emulator import EmulatorThread, short_hash
+from sjf_lab.proxy_runner import LiteLLMProxy, free_port, proxy_config
 
 HOLD = "hold the backend"
 TRACE = [{"prompt": HOLD, "answer_tokens": 5, "fault": "hold"}, {"prompt": "fail 500", "answer_tokens": 5, "fault": "500"},

@@ -55,8 +55,8 @@ import httpx
 import openai
 
 import openai_sjf
-from sjf_core.emulator import Emulator, EmulatorConfig
-from sjf_core.scheduler import Scheduler
+from sjf_lab.emulator import Emulator, EmulatorConfig
+from sjf_core._scheduler import Scheduler
 
 #: Idle gap before each timed request (s): requests arrive one at a time, and the
 #: process yields the CPU between them, as a client at zero contention does.
@@ -76,7 +76,7 @@ def pct(xs, q: float) -> float:
 
 def load_sample(path: Path, n_short: int, n_long: int, seed: int, max_chars: int, split: str = "test"):
     """Distinct prompts of the held-out ``split`` (the shipped predictor never trained on them)."""
-    from sjf_core.train_data import prompt_key, split_of
+    from sjf_lab.train_data import prompt_key, split_of
 
     rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
     rows = [r for r in rows if isinstance(r.get("prompt"), str) and r["prompt"].strip() and len(r["prompt"]) <= max_chars
@@ -179,8 +179,8 @@ class OraclePredictor:
         self.tokens = {s["prompt"]: s["tokens"] for s in sample}
 
     def predict(self, text):
-        from sjf_core.entry import class_of_tokens
-        from sjf_core.prediction import Prediction
+        from sjf_core.policy._entry import class_of_tokens
+        from sjf_core.predict._prediction import Prediction
 
         n = self.tokens[text]
         probs = [0.0, 0.0, 0.0]
@@ -192,7 +192,7 @@ class ConstantPredictor:
     """A predictor that costs nothing: isolates the wrapper and queue from the model."""
 
     def predict(self, text):
-        from sjf_core.prediction import Prediction
+        from sjf_core.predict._prediction import Prediction
 
         return Prediction.from_probs([0.6, 0.3, 0.1])
 
@@ -259,7 +259,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
-    from sjf_core.predictor import load_predictor
+    from sjf_core.predict._predictor import load_predictor
 
     predictor = load_predictor()
     sample = load_sample(args.data, args.short, args.long, args.seed, args.max_chars, args.split)

@@ -28,9 +28,9 @@ import asyncio
 import openai
 
 import openai_sjf
-from sjf_core.emulator import REQUEST_ID_HEADER, Emulator, EmulatorConfig
-from sjf_core.prediction import Prediction
-from sjf_core.scheduler import Scheduler
+from sjf_lab.emulator import REQUEST_ID_HEADER, Emulator, EmulatorConfig
+from sjf_core.predict._prediction import Prediction
+from sjf_core._scheduler import Scheduler
 
 ORPHANS = {"under-predicted": ("Hi!", 300), "over-predicted": ("write a long and complete chess engine", 60)}
 

@@ -34,10 +34,10 @@ def main(argv=None) -> int:
     ap.add_argument("--only-combined", action="store_true", help="train only v2 (all) and the --drop variants")
     args = ap.parse_args(argv)
 
-    from sjf_core.features_v2 import FEATURE_NAMES_V2, GROUPS_V2
-    from sjf_core.rank_metrics import ranking_accuracy
-    from sjf_core.train import PRESETS, TrainConfig, featurize_groups, fit, group_weights
-    from sjf_core.train_data import build_dataset, load_rows
+    from sjf_core.predict._features_v2 import FEATURE_NAMES_V2, GROUPS_V2
+    from sjf_core.predict._rank_metrics import ranking_accuracy
+    from sjf_lab.train import PRESETS, TrainConfig, featurize_groups, fit, group_weights
+    from sjf_lab.train_data import build_dataset, load_rows
 
     t0 = time.time()
     ds = build_dataset(load_rows(args.data))

@@ -81,7 +81,7 @@ def _timeit(fn, iters: int) -> dict:
 
 
 def bench_model(name: str, path, sizes, iters: int, batch: int) -> list[dict]:
-    from sjf_core.predictor import load_predictor
+    from sjf_core.predict._predictor import load_predictor
 
     pred = load_predictor(path)
     sess = pred._session  # the cached session (benchmark only)
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from sjf_core.predictor import default_model_path
+    from sjf_core.predict._predictor import default_model_path
 
     models = [("default", default_model_path())]
     if PREVIOUS.is_file():

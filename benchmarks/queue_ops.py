@@ -5,11 +5,11 @@ Two levels, each at a steady queue depth of N waiters (one enqueue and one
 dispatch per operation, so the depth stays N):
 
 * ``pending``: the pure pending structure of a policy (``policy.new_pending()``:
-  :class:`sjf_core.pending.HeapPending`, or DRR for ``fair``): ``push`` + ``pop(now)``
+  :class:`sjf_core.policy._pending.HeapPending`, or DRR for ``fair``): ``push`` + ``pop(now)``
   + ``observe`` of the finished request.
 * ``handoff``: the same task-per-request dance with a bare FIFO of futures and no
   queue logic at all: the asyncio floor that ``admission`` pays anyway.
-* ``admission``: the live asyncio :class:`sjf_core.admission.AdmissionQueue` with
+* ``admission``: the live asyncio :class:`sjf_core.admission._local.AdmissionQueue` with
   one slot: a new ticket's ``acquire()`` runs in its own task (enqueue) and the
   running ticket's ``release()`` dispatches the next waiter, whose task then
   wakes. This is the per-request cost inside the plugins (event-loop task steps
@@ -43,10 +43,10 @@ import random
 import sys
 import time
 
-from sjf_core.admission import AdmissionQueue, QueueEvents
-from sjf_core.entry import Entry
-from sjf_core.policies import POLICIES, make_policy
-from sjf_core.prediction import Prediction
+from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core.policy._entry import Entry
+from sjf_core.policy._policies import POLICIES, make_policy
+from sjf_core.predict._prediction import Prediction
 
 
 def _prediction(rng: random.Random) -> Prediction:

@@ -37,9 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the throw-away redis-server helper
 
-from sjf_core.admission import AdmissionQueue  # noqa: E402
-from sjf_core.prediction import Prediction  # noqa: E402
-from sjf_core.redis_queue import RedisAdmissionQueue  # noqa: E402
+from sjf_core.admission._local import AdmissionQueue# noqa: E402
+from sjf_core.predict._prediction import Prediction# noqa: E402
+from sjf_core.admission._redis import RedisAdmissionQueue# noqa: E402
 
 PRED = Prediction.from_probs([0.7, 0.2, 0.1])
 

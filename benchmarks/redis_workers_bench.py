@@ -52,11 +52,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the throw-away redis-server helper
 
-from sjf_core.bench.client import HttpSender, drive  # noqa: E402
-from sjf_core.bench.stats import long_p95_inflation, short_p50_reduction, summarize  # noqa: E402
-from sjf_core.bench.workload import Job, burst, load_rows  # noqa: E402
-from sjf_core.emulator import EmulatorThread  # noqa: E402
-from sjf_core.proxy_runner import LiteLLMProxy, proxy_config  # noqa: E402
+from sjf_lab.bench.client import HttpSender, drive# noqa: E402
+from sjf_lab.bench.stats import long_p95_inflation, short_p50_reduction, summarize# noqa: E402
+from sjf_lab.bench.workload import Job, burst, load_rows# noqa: E402
+from sjf_lab.emulator import EmulatorThread# noqa: E402
+from sjf_lab.proxy_runner import LiteLLMProxy, proxy_config# noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations" / "sharegpt.jsonl"
 MODEL = "emu"
@@ -89,7 +89,7 @@ async def warm_up(base_url: str, key: str, n: int) -> None:
 
 async def redis_counters(url: str, prefix: str, backend: str) -> dict:
     """Server-side counters of the shared queue (dispatched, promoted, expired, ...)."""
-    from sjf_core.redis_queue import RedisAdmissionQueue
+    from sjf_core.admission._redis import RedisAdmissionQueue
 
     q = RedisAdmissionQueue(url, name=backend.rstrip("/"), prefix=prefix)
     try:
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     results: dict[str, dict] = {}
     summaries = {}
     per_rep: dict[str, list] = {}
-    from sjf_core.emulator import short_hash
+    from sjf_lab.emulator import short_hash
 
     hold_hash = short_hash(HOLD_PROMPT)
     try:

@@ -44,7 +44,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from sjf_core.proxy_runner import LiteLLMProxy, free_port, proxy_config  # noqa: E402
+from sjf_lab.proxy_runner import LiteLLMProxy, free_port, proxy_config# noqa: E402
 
 TOPICS = ["binary search", "photosynthesis", "the French revolution", "TCP congestion control", "black holes",
           "sourdough bread", "Rust ownership", "the Krebs cycle", "Kubernetes operators", "impressionism"]
@@ -238,7 +238,7 @@ async def run(args) -> dict:
 
     emu_port = free_port()
     emu_log = open(work / "emulator.log", "wb")
-    emu = subprocess.Popen([sys.executable, "-m", "sjf_core.cli", "emulate", "--port", str(emu_port), "--trace", str(trace),
+    emu = subprocess.Popen([sys.executable, "-m", "sjf_lab.cli", "emulate", "--port", str(emu_port), "--trace", str(trace),
                             "--tokens-per-s", str(args.tokens_per_s), "--tick-s", "0.005", "--on-disconnect", "stop"],
                            stdout=emu_log, stderr=subprocess.STDOUT, cwd=work)
     status_port = free_port()

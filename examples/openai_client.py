@@ -41,7 +41,7 @@ async def main() -> None:
     emulator = None
     base_url = args.base_url
     if base_url is None:
-        from sjf_core.emulator import Emulator, EmulatorConfig
+        from sjf_lab.emulator import Emulator, EmulatorConfig
 
         lengths = [900, 15, 1200, 10, 1000, 8]  # answer tokens the emulator will generate, per prompt
         emulator = Emulator(EmulatorConfig(tokens_per_s=2000, trace_records=[

@@ -13,12 +13,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 @pytest_asyncio.fixture
 async def emulator_factory():
-    """Start in-process :class:`sjf_core.emulator.Emulator` servers on free ports.
+    """Start in-process :class:`sjf_lab.emulator.Emulator` servers on free ports.
 
     Usage: ``emu = await emulator_factory(tokens_per_s=1000, trace_records=[...])``; each
     is stopped at teardown. ``emu.base_url`` is ``http://127.0.0.1:PORT/v1``.
     """
-    from sjf_core.emulator import Emulator, EmulatorConfig
+    from sjf_lab.emulator import Emulator, EmulatorConfig
 
     started = []
 

@@ -17,7 +17,7 @@ import json
 import sys
 
 from sjf_core import Scheduler
-from sjf_core.sim import appmix
+from sjf_lab.sim import appmix
 
 
 def body(i: int, name: str = "probe") -> dict:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 
-from sjf_core.prediction import Prediction
-from sjf_core.scheduler import Scheduler
+from sjf_core.predict._prediction import Prediction
+from sjf_core._scheduler import Scheduler
 
 _PROBS = {"SHORT": (0.9, 0.05, 0.05), "MEDIUM": (0.05, 0.9, 0.05), "LONG": (0.05, 0.05, 0.9)}
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from sjf_core.prediction import Prediction
-from sjf_core.redis_queue import RedisAdmissionQueue
+from sjf_core.predict._prediction import Prediction
+from sjf_core.admission._redis import RedisAdmissionQueue
 
 
 async def main(url: str, backend: str, hold_s: float, lease_ttl_s: float, waiter_ttl_s: float, p_long: float) -> int:

@@ -7,7 +7,7 @@ how many slots it has.
   :class:`ProbeTarget`, or None when the deployment has no ``api_base`` (a hosted API:
   nothing to probe). Never raises.
 * :meth:`ProbeTarget.sender` gives the ``send`` callable of
-  :meth:`sjf_core.backend_probe.ProbeGate.wait_idle`: the same ``api_base`` and
+  :meth:`sjf_core.admission._probe.ProbeGate.wait_idle`: the same ``api_base`` and
   credentials as the user's call, a fixed 1-token request (OpenAI-compatible
   ``/chat/completions`` with ``max_tokens: 1``, or Ollama's ``/api/generate`` with
   ``options.num_predict: 1`` for the ``ollama/`` and ``ollama_chat/`` providers). It is
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from sjf_core.backend_probe import OLLAMA_PROVIDERS, http_probe
+from sjf_core.admission._probe import OLLAMA_PROVIDERS, http_probe
 
 #: timeout of the ``GET /props`` question, seconds
 PROPS_TIMEOUT_S = 5.0

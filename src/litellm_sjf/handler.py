@@ -44,7 +44,7 @@ so the next request would queue inside the backend behind it. Per backend,
 
 * ``"probe"`` (default): keep the slot, let LiteLLM close the upstream call, and send
   the backend one tiny request of our own through the same deployment (same
-  ``api_base`` and credentials, 1 answer token; :mod:`sjf_core.backend_probe`, at most
+  ``api_base`` and credentials, 1 answer token; :mod:`sjf_core.admission._probe`, at most
   one in flight per backend). A FIFO backend answers it only once the orphan is over,
   whether it stopped at the disconnect or generated to the end; the slot is released
   when the probe returns. A probe that fails or takes longer than ``probe_timeout_s``
@@ -64,9 +64,9 @@ cannot be scored (embeddings, images, audio, unknown shapes) pass through untouc
 The plugin never modifies the request sent to the backend, but for one field:
 LiteLLM's ``priority`` is consumed (removed in the pre-call hook and used as a
 strict priority band, litellm#7144; :mod:`litellm_sjf.tenancy`). Tenants (``fairness``)
-and defaults: :mod:`sjf_core.tenants`. A request superseded while queued
+and defaults: :mod:`sjf_core.policy._tenants`. A request superseded while queued
 (``x-sjf-supersede``) gets HTTP 409 at once. The one other deliberate
-refusal is overload control: :class:`sjf_core.errors.AdmissionRejected` becomes HTTP
+refusal is overload control: :class:`sjf_core._errors.AdmissionRejected` becomes HTTP
 429 with a ``Retry-After`` header.
 """
 
@@ -81,9 +81,9 @@ from typing import Any, Mapping
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from sjf_core.backend_probe import probe_gate, probe_stats
-from sjf_core.errors import AdmissionRejected, Superseded
-from sjf_core.scheduler import Scheduler, backend_key
+from sjf_core.admission._probe import probe_gate, probe_stats
+from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core._scheduler import Scheduler, backend_key
 
 from .deployment import backend_slots, probe_target
 from .settings import AUTO, PluginSettings, load_settings
@@ -177,7 +177,7 @@ def _log_fault(what: str) -> None:
 
 
 def _label(key: str) -> str:
-    from sjf_core.metrics import backend_label
+    from sjf_core.ext._metrics import backend_label
 
     return backend_label(key)
 

@@ -35,7 +35,7 @@ env var                    file key                         meaning (default)
                                                             this many seconds is force-released (safety net)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
-                                                            :class:`sjf_core.overload.OverloadConfig` fields, e.g.
+                                                            :class:`sjf_core.admission._overload.OverloadConfig` fields, e.g.
                                                             ``{"max_queue_depth": 32}``; refusals become HTTP 429
                                                             with ``Retry-After`` (default: none)
 ``SJF_RATE_LIMIT``         ``rate_limit`` (also per         dispatch rate limit per backend, e.g. "60/min"
@@ -61,13 +61,13 @@ env var                    file key                         meaning (default)
 =========================  ===============================  ==================================================
 
 ``SJF_REDIS_URL`` (or the file key ``redis_url``) shares each backend's queue across proxy
-workers and replicas through Redis (:mod:`sjf_core.redis_queue`, ``docs/redis.md``); the
+workers and replicas through Redis (:mod:`sjf_core.admission._redis`, ``docs/redis.md``); the
 file key ``redis`` maps store options (``fail_mode``, ``redis_lease_ttl_s``,
 ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``), each overridden by its
 ``SJF_REDIS_*`` environment variable (read by :class:`sjf_core.Scheduler`).
 
 Backend keys are the deployments' ``api_base`` URLs, normalised by
-:func:`sjf_core.scheduler.backend_key` (``localhost`` = ``127.0.0.1`` = ``::1``, default
+:func:`sjf_core._scheduler.backend_key` (``localhost`` = ``127.0.0.1`` = ``::1``, default
 ports, the API root = ``/v1``, trailing slashes), or the ``queue`` named for them. A bad
 setting raises :class:`ValueError` naming it when the plugin is imported, so the proxy
 fails at start-up instead of misbehaving later. The retired ``orphan_hold_max_s`` /
@@ -83,7 +83,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from sjf_core.scheduler import backend_key
+from sjf_core._scheduler import backend_key
 
 DISCONNECT_MODES = ("probe", "drain", "release")
 AUTO = "auto"
@@ -129,22 +129,22 @@ class PluginSettings:
     show_tenant_names: bool = False
 
     def fairness_config(self):
-        """The :class:`sjf_core.tenants.Fairness` of these settings (raises ValueError)."""
-        from sjf_core.tenants import Fairness
+        """The :class:`sjf_core.policy._tenants.Fairness` of these settings (raises ValueError)."""
+        from sjf_core.policy._tenants import Fairness
 
         weights = {name: t["weight"] for name, t in self.tenants.items() if t.get("weight") is not None}
         return Fairness.parse(self.fairness, weights, self.show_tenant_names)
 
     def intent_defaults(self):
-        """The :class:`sjf_core.tenants.IntentDefaults` of these settings (raises ValueError)."""
-        from sjf_core.tenants import IntentDefaults
+        """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings (raises ValueError)."""
+        from sjf_core.policy._tenants import IntentDefaults
 
         tenants = {name: {k: v for k, v in t.items() if k != "weight"} for name, t in self.tenants.items()}
         return IntentDefaults.parse(self.default_priority, self.default_deadline_s, self.backend_defaults, tenants)
 
     def validate(self) -> "PluginSettings":
         """Check values; raises ValueError naming the bad setting."""
-        from sjf_core.policies import make_policy
+        from sjf_core.policy._policies import make_policy
 
         self.slots = _slots_value(self.slots, "SJF slots")
         for url, n in list(self.backend_slots.items()):
@@ -165,12 +165,12 @@ class PluginSettings:
                 raise ValueError(f"SJF {name} must be > 0")
         if self.scheduler_factory is None:
             make_policy(self.policy, **self.policy_options())  # raises ValueError on a bad policy/τ/promotion
-            from sjf_core.redis_queue import redis_config
+            from sjf_core.admission._redis import redis_config
 
             # bad Redis options, or a policy the Redis store cannot run, fail at start-up
             redis_config(self.redis_url, self.redis, make_policy(self.policy, **self.policy_options()))
-            from sjf_core.overload import OverloadConfig
-            from sjf_core.ratelimit import RateLimit
+            from sjf_core.admission._overload import OverloadConfig
+            from sjf_core.admission._ratelimit import RateLimit
 
             for v in [self.overload, *self.backend_overload.values()]:
                 OverloadConfig.parse(v)
@@ -179,7 +179,7 @@ class PluginSettings:
         return self
 
     def policy_options(self) -> dict:
-        """Keyword arguments for :func:`sjf_core.policies.make_policy`."""
+        """Keyword arguments for :func:`sjf_core.policy._policies.make_policy`."""
         opts: dict[str, Any] = {"tau": self.tau}
         if self.promotion:
             opts["promotion"] = self.promotion
@@ -192,7 +192,7 @@ class PluginSettings:
 
     def queue_key(self, url: Any) -> str:
         """The queue key of a deployment's ``api_base``: the ``queue`` named for it in
-        ``backends``, else the normalised URL (:func:`sjf_core.scheduler.backend_key`)."""
+        ``backends``, else the normalised URL (:func:`sjf_core._scheduler.backend_key`)."""
         key = backend_key(url)
         name = self.backend_queues.get(key)
         return f"queue:{name.strip()}" if name else key
@@ -211,7 +211,7 @@ class PluginSettings:
 
 def _safe(key: str) -> str:
     """A queue key fit for a log line (no credentials)."""
-    from sjf_core.metrics import backend_label
+    from sjf_core.ext._metrics import backend_label
 
     return backend_label(key)
 
@@ -330,7 +330,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
     if data.get("redis") is not None:
         if not isinstance(data["redis"], dict):
             raise ValueError("SJF_CONFIG: 'redis' must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
-        from sjf_core.redis_queue import ENV_OPTIONS
+        from sjf_core.admission._redis import ENV_OPTIONS
 
         # an SJF_REDIS_* variable beats the file (the Scheduler reads it for missing options)
         overridden = {name for var, (name, _) in ENV_OPTIONS.items() if str(env.get(var) or "").strip()}

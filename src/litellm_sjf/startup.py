@@ -18,7 +18,7 @@ parsed config.yaml, a dict) finds:
 ``run_startup_checks(settings)`` reads the config file the running proxy was started
 with (``litellm.proxy.proxy_server.user_config_file_path``) and logs each warning once
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
-raises. Warnings name backends by :func:`sjf_core.metrics.backend_label` (no credentials).
+raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (no credentials).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import logging
 import sys
 from typing import Any, Mapping
 
-from sjf_core.metrics import backend_label
+from sjf_core.ext._metrics import backend_label
 
 from .deployment import provider_and_model
 

@@ -94,7 +94,7 @@ def wrap(
         predictor: a ``sjf_core`` predictor (anything with
             ``.predict(text) -> Prediction``), a path to an ONNX model, or
             "default" (the shipped model).
-        scheduler: an explicit ``sjf_core.scheduler.Scheduler`` to use; then
+        scheduler: an explicit ``sjf_core._scheduler.Scheduler`` to use; then
             ``slots``/``policy``/``tau``/``predictor`` must not be given.
         retry_rejected: let the SDK retry an overload rejection (429) after its
             ``Retry-After``; default False: ``openai.RateLimitError`` at once.
@@ -108,7 +108,7 @@ def wrap(
         probe_timeout_s: seconds an idle probe may take (> 0; default 600, the
             SDK's default read timeout); then the slot falls back to the queue's
             lease (``Scheduler(lease_ttl_s=...)``), or is released without one.
-        fairness: fair shares across tenants (:mod:`sjf_core.tenants`): "key"
+        fairness: fair shares across tenants (:mod:`sjf_core.policy._tenants`): "key"
             (default: the client's API key, hashed), "user" (the request's ``user``
             field), "header:NAME", or "off".
         default_priority, default_deadline_s: priority band / deadline (s) of a
@@ -180,7 +180,7 @@ def transport_of(client) -> SJFTransport | None:
 
 
 def queue_of(client):
-    """The :class:`sjf_core.admission.AdmissionQueue` a wrapped client admits through.
+    """The :class:`sjf_core.admission._local.AdmissionQueue` a wrapped client admits through.
 
     Raises:
         ValueError: ``client`` is not wrapped.

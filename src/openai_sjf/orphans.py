@@ -8,10 +8,10 @@ a connection that broke mid-answer, a stream closed early or abandoned (``on_clo
 backends"), and the wrapper cannot tell which. So the slot stays taken and
 :class:`OrphanProbe` sends the backend one tiny request of our own through the same
 transport, with the same credentials and base URL: ``max_tokens: 1``, the fixed
-one-character prompt of :mod:`sjf_core.backend_probe` (never the user's text), marked
+one-character prompt of :mod:`sjf_core.admission._probe` (never the user's text), marked
 with its ``x-sjf-probe`` header. A serial FIFO backend answers it only after the orphan
 ends, so the slot is released when the probe returns
-(:meth:`sjf_core.backend_probe.ProbeGate.wait_idle`: one probe in flight per backend,
+(:meth:`sjf_core.admission._probe.ProbeGate.wait_idle`: one probe in flight per backend,
 shared by concurrent orphans).
 
 Fallback: when the probe fails or does not return within ``timeout_s`` seconds, the
@@ -34,7 +34,7 @@ import json
 import logging
 from typing import Any, Iterable
 
-from sjf_core.backend_probe import PROBE_HEADER, probe_gate, probe_request
+from sjf_core.admission._probe import PROBE_HEADER, probe_gate, probe_request
 
 log = logging.getLogger("openai_sjf")
 

@@ -1,4 +1,4 @@
-"""Which :class:`sjf_core.scheduler.Scheduler` (and so which queue) a wrapped client uses.
+"""Which :class:`sjf_core._scheduler.Scheduler` (and so which queue) a wrapped client uses.
 
 Rules (one process):
 
@@ -8,7 +8,7 @@ Rules (one process):
   backend share one queue (one slot count):
 
   - no ``policy``/``tau``/``predictor`` given: the process-wide
-    :func:`sjf_core.scheduler.default_scheduler` (shared with other adapters,
+    :func:`sjf_core._scheduler.default_scheduler` (shared with other adapters,
     e.g. ``litellm_sjf`` in the same process);
   - any of them given: a scheduler made once per distinct
     ``(policy, tau, predictor)`` and reused by later wraps with the same options.
@@ -26,7 +26,7 @@ import threading
 import warnings
 from typing import Any
 
-from sjf_core.scheduler import Scheduler, backend_key, default_scheduler
+from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
 
 _lock = threading.Lock()
 #: backend key -> (scheduler, (slots, policy, tau, predictor) as first given)
@@ -50,7 +50,7 @@ def scheduler_for(
     default_deadline_s: Any = None,
 ) -> Scheduler:
     """The scheduler for a client of ``base_url`` (see the module rules; ``fairness`` and
-    the defaults count as options like ``policy``: :mod:`sjf_core.tenants`).
+    the defaults count as options like ``policy``: :mod:`sjf_core.policy._tenants`).
 
     Raises:
         ValueError: ``slots`` < 1, or an unknown policy / bad τ (from :class:`Scheduler`).

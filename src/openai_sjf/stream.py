@@ -2,7 +2,7 @@
 
 :class:`AdmittedStream` wraps the ``AsyncByteStream`` (``httpx`` or ``httpx2``)
 returned by the user's transport; ``AdmittedStream.for_library(lib)`` is the
-subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The slot (:class:`sjf_core.admission.Ticket`) is released exactly once
+subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The slot (:class:`sjf_core.admission._local.Ticket`) is released exactly once
 (``Ticket.release`` is idempotent and thread-safe) when the first of these happens:
 
 * the body is read to the end (non-streaming calls: as soon as the last byte

@@ -32,7 +32,7 @@ Per admitted request (``handle_async_request``):
    free, whether it stopped on the disconnect or went on generating. ``on_close=
    "release"`` / ``"drain"`` override this for SSE streams only.
 
-Overload: :class:`sjf_core.errors.AdmissionRejected` becomes a local HTTP 429
+Overload: :class:`sjf_core._errors.AdmissionRejected` becomes a local HTTP 429
 response with ``Retry-After``/``retry-after-ms`` (the SDK raises
 ``openai.RateLimitError``) and ``x-should-retry: false`` unless
 ``retry_rejected=True``.
@@ -42,7 +42,7 @@ instance of the per-library subclass that also inherits that library's
 ``AsyncBaseTransport`` (:mod:`openai_sjf.httplib`), and raises / builds that library's
 ``PoolTimeout`` and ``Response``.
 
-Supersede: a request superseded while queued (``x-sjf-supersede``, :mod:`sjf_core.meta`)
+Supersede: a request superseded while queued (``x-sjf-supersede``, :mod:`sjf_core.predict._meta`)
 gets a local HTTP 409 (the SDK raises ``openai.ConflictError``) at once; it is never sent.
 Our ``x-sjf-*`` headers (but the idle probe's mark) are removed before any request is sent.
 
@@ -61,8 +61,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sjf_core.errors import AdmissionRejected, Superseded
-from sjf_core.meta import HEADER_PREFIX
+from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core.predict._meta import HEADER_PREFIX
 
 from .arrivals import ArrivalMemory
 from .httplib import HTTPX, HttpLib, flavour, lib_of_transport
@@ -106,7 +106,7 @@ def queue_wait_limit(request: Any) -> float | None:
 
 
 def sjf_headers(headers: Any, extra: str | None = None) -> dict[str, str] | None:
-    """Only our scheduling headers (``x-sjf-*``, :mod:`sjf_core.meta`) and the header named
+    """Only our scheduling headers (``x-sjf-*``, :mod:`sjf_core.predict._meta`) and the header named
     ``extra`` (fairness "header:NAME"), or None."""
     out = None
     for name, v in headers.items():
@@ -117,7 +117,7 @@ def sjf_headers(headers: Any, extra: str | None = None) -> dict[str, str] | None
     return out
 
 
-#: our header that must reach the backend: the idle probe's mark (sjf_core.backend_probe)
+#: our header that must reach the backend: the idle probe's mark (sjf_core.admission._probe)
 _KEEP_HEADERS = ("x-sjf-probe",)
 
 
@@ -147,7 +147,7 @@ class TransportStats:
     queue_timeouts: int = 0
     internal_errors: int = 0
     superseded: int = 0  # answered 409: a newer request with the same supersede key
-    orphans: int = 0  # slots handed to an idle probe (sjf_core.backend_probe)
+    orphans: int = 0  # slots handed to an idle probe (sjf_core.admission._probe)
     probes_ok: int = 0  # ... released when the probe returned
     probes_failed: int = 0  # ... left to the lease (or released) after a failed / timed-out probe
 
@@ -161,7 +161,7 @@ class SJFTransport:
 
     Args:
         inner: the transport to delegate to (kept, never replaced).
-        scheduler: a :class:`sjf_core.scheduler.Scheduler`.
+        scheduler: a :class:`sjf_core._scheduler.Scheduler`.
         retry_rejected: let the SDK retry a local 429 rejection (honouring
             ``Retry-After``); default False (``x-should-retry: false``).
         arrivals: the :class:`~openai_sjf.arrivals.ArrivalMemory` (shared by

@@ -5,12 +5,12 @@ Public API (see README): :func:`load_predictor`, :class:`Predictor`, :class:`Pre
 :func:`make_policy`.
 """
 
-from .admission import AdmissionQueue, QueueEvents, QueueStats, Ticket
-from .entry import CLASS_NAMES, Entry, class_of_tokens
-from .policies import Policy, RequestMeta, make_policy
-from .prediction import Prediction
-from .scheduler import Scheduler, default_scheduler
-from .tau import TauConfig, TauEstimator
+from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, Ticket
+from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
+from sjf_core.policy._policies import Policy, RequestMeta, make_policy
+from sjf_core.predict._prediction import Prediction
+from sjf_core._scheduler import Scheduler, default_scheduler
+from sjf_core.policy._tau import TauConfig, TauEstimator
 
 __version__ = "0.1.0"
 
@@ -18,11 +18,11 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # The predictor pulls in onnxruntime; import it only when asked for.
     if name in ("load_predictor", "Predictor", "PredictorError"):
-        from . import predictor
+        from sjf_core.predict import _predictor as predictor
 
         return getattr(predictor, name)
     if name == "FEATURE_NAMES":
-        from .features import FEATURE_NAMES
+        from sjf_core.predict._features import FEATURE_NAMES
 
         return FEATURE_NAMES
     raise AttributeError(name)

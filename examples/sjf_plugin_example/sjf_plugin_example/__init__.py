@@ -1,4 +1,4 @@
-"""Example clairvoyant-sjf plugin (pluggy hooks of :mod:`sjf_core.hooks`).
+"""Example clairvoyant-sjf plugin (pluggy hooks of :mod:`sjf_core.ext._hooks`).
 
 Registered through the ``clairvoyant_sjf.plugins`` entry point ``example`` (see
 ``pyproject.toml``); the module itself is the plugin object.
@@ -17,7 +17,7 @@ import re
 import threading
 from collections import Counter
 
-from sjf_core.hooks import hookimpl
+from sjf_core.ext._hooks import hookimpl
 
 __all__ = ["sjf_predict", "sjf_ordering_key", "COUNTS", "reset"]
 

@@ -1,0 +1,56 @@
+"""One queue key per real backend: normalise a backend base URL.
+
+``normalise(url) -> str``. Never raises. Two URLs that reach the same server on the
+same machine get the same key, so their deployments share one admission queue:
+
+* scheme and host are lower-cased; ``localhost``, ``127.0.0.1``, ``::1`` / ``[::1]`` and
+  ``0.0.0.0`` become ``127.0.0.1``;
+* a default port (80 for http, 443 for https) is dropped;
+* the API root and ``/v1`` are one backend (Ollama's native API at ``/`` and its
+  OpenAI-compatible one at ``/v1``; llama.cpp's server answers both): the key of
+  either is ``scheme://host[:port]/v1``;
+* a trailing slash, a query and a fragment are dropped; credentials are kept (two
+  accounts on one host are one machine, but the key is never logged with them:
+  :func:`sjf_core.ext._metrics.backend_label` strips them).
+
+Anything that is not an ``http(s)://`` URL (``"model:gpt"``, ``"default"``) is only
+stripped of surrounding blanks and trailing slashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+LOOPBACK = "127.0.0.1"
+_LOOPBACK_ALIASES = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", "localhost.localdomain", "ip6-localhost"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_API_ROOT = "/v1"
+
+__all__ = ["normalise", "LOOPBACK"]
+
+
+def normalise(url: Any) -> str:
+    """The queue key of a backend base URL (see the module docstring). Never raises."""
+    s = str(url if url is not None else "default").strip()
+    try:
+        parts = urlsplit(s)
+        scheme = parts.scheme.lower()
+        host = parts.hostname  # lower-cased, brackets removed
+        if scheme not in _DEFAULT_PORTS or not host:
+            return s.rstrip("/") or "default"
+        port = parts.port
+    except ValueError:  # a bad port or bracket: keep the text as the key
+        return s.rstrip("/") or "default"
+    if host in _LOOPBACK_ALIASES:
+        host = LOOPBACK
+    if ":" in host:
+        host = f"[{host}]"
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (userinfo + "@" if userinfo else "") + host
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        netloc += f":{port}"
+    path = parts.path.rstrip("/")
+    if path in ("", _API_ROOT):
+        path = _API_ROOT
+    return f"{scheme}://{netloc}{path}"

@@ -1,0 +1,55 @@
+"""``sjf emulate``: run the serial backend emulator (see :mod:`sjf_lab.emulator`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+HELP = "run an OpenAI-compatible serial backend emulator (answer lengths from a trace, set tokens/s)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8001, help="port (0 = a free port; default 8001)")
+    p.add_argument("--trace", default=None, help="JSONL trace: {prompt|sha256, answer_tokens|response_tokens[, fault]}")
+    p.add_argument("--tokens-per-s", type=float, default=200.0, help="generation rate per slot, tokens/s (default 200)")
+    p.add_argument("--slots", type=int, default=1, help="requests generated at once; the rest wait FIFO (default 1)")
+    p.add_argument("--on-disconnect", choices=("stop", "continue", "stop-streams"), default="stop",
+                   help="when the client leaves: stop generating, keep generating (continue), or stop only streams like llama-cpp-python (default stop)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fallback length distribution for unknown prompts")
+    p.add_argument("--tick-s", type=float, default=0.02, help="emission tick in seconds (default 0.02)")
+    p.add_argument("--first-token-s", type=float, default=0.0, help="extra delay before the first token, seconds")
+    p.add_argument("--model", default="emulator", help="model id listed by /v1/models")
+
+
+def run(args) -> int:
+    from sjf_lab.emulator import Emulator, EmulatorConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = EmulatorConfig(tokens_per_s=args.tokens_per_s, slots=args.slots, trace=args.trace, seed=args.seed,
+                             on_disconnect=args.on_disconnect, tick_s=args.tick_s,
+                             first_token_s=args.first_token_s, model=args.model)
+        emu = Emulator(cfg)
+    except (ValueError, OSError) as exc:
+        print(f"sjf emulate: {exc}")
+        return 2
+
+    async def main() -> None:
+        port = await emu.start(args.host, args.port)
+        print(f"emulator listening on http://{args.host}:{port}/v1  (slots={cfg.slots}, "
+              f"{cfg.tokens_per_s:g} tok/s, on_disconnect={cfg.on_disconnect}, trace={len(emu.trace.items)} prompts)",
+              flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        await stop.wait()
+        await emu.stop()
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,923 @@
+"""A serial LLM backend emulator: a real OpenAI-compatible HTTP server (aiohttp).
+
+It stands in for Ollama / llama.cpp / LM Studio in tests, the demo and benchmarks
+(DESIGN.md "Benchmark protocol"). It serves ``slots`` requests at a time (default 1);
+the others wait inside the emulator in FIFO order, like a real serial server. Tokens
+are generated at ``tokens_per_s`` tokens per second, emitted in ticks of
+``tick_s`` seconds (not one sleep per token).
+
+Answer lengths come from a **trace** (JSONL) that the scheduler never reads. The
+emulator extracts the scored text of each request itself (chat: the last user
+message; completions: ``prompt``; responses: the last user input), hashes it with
+SHA-256 and looks the hash up. Trace lines (one JSON object each)::
+
+    {"prompt": "...", "response_tokens": 512}           # or "answer_tokens"
+    {"sha256": "<hex of the scored text>", "answer_tokens": 40, "fault": "500"}
+
+Unknown prompts get a length from a seeded fallback distribution that depends only
+on (seed, prompt hash), so the same prompt gets the same length in every run.
+
+Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``; streaming SSE
+and not, with ``usage``), ``POST /v1/completions``, ``POST /v1/responses`` (simple),
+``POST /v1/embeddings`` (answered at once, outside the slots), ``GET /v1/models``, ``GET /health``, ``GET /emulator/stats``, ``POST /emulator/reset``.
+``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens`` cap the answer
+(``finish_reason: "length"``).
+
+Ollama's native API on the same port and the same slots: ``POST /api/chat`` (scored
+text: the last user message) and ``POST /api/generate`` (``prompt``). They stream NDJSON
+(``application/x-ndjson``, one JSON object a line) unless the body says
+``"stream": false``; ``options.num_predict`` caps the answer (``done_reason:
+"length"``). Each line carries ``model``, ``created_at``, ``done`` and ``message``
+(chat) or ``response`` (generate); the last one (``done: true``) adds ``done_reason``,
+``prompt_eval_count``, ``eval_count`` and the ``*_duration`` fields (nanoseconds).
+``GET /api/tags``, ``GET /api/version`` and ``POST /api/show`` answer at once.
+
+llama.cpp server's ``GET /props`` answers ``{"total_slots": slots, ...}`` (unless
+``props=False``: then 404, as a server that cannot say).
+
+Fault injection (a trace line's ``fault`` field, or the request header
+``x-emulator-fault``): ``"500"`` / ``"503"`` / ``"429"`` (that HTTP status, returned
+once the request holds its slot), ``"drop"`` (close the connection without an answer),
+``"drop-mid"`` (generate half the answer, streaming it if asked, then drop the
+connection), ``"hold"`` (take the slot, then wait until ``POST /emulator/release``
+before generating: lets a test hold the backend busy while it builds a queue).
+
+Client disconnects (``on_disconnect``):
+
+* ``"stop"``: stop generating at the next tick and free the slot (a queued request
+  whose client left is dropped from the FIFO), like llama.cpp's server and Ollama (at
+  its next token);
+* ``"continue"``: keep generating until the answer is done: the slot stays busy, and a
+  queued orphan is still served;
+* ``"stop-streams"``: a stream stops at its next chunk, a non-streamed answer keeps
+  generating to its end (llama-cpp-python's server, DESIGN.md "Real backends").
+
+Every request that got a slot is recorded in ``stats()["order"]`` with ``t_in`` (it
+reached the emulator), ``t_start`` (it got a slot), ``t_out`` (its handler returned:
+the answer, or the orphan's generation, ended), all ``time.monotonic()`` seconds, and
+``probe`` (it carried the ``x-sjf-probe`` header of :mod:`sjf_core.admission._probe`).
+Probes take a slot like any request but are counted apart (``probes``,
+``probes_in_flight``, ``max_probes_in_flight``): ``in_flight`` / ``max_in_flight``
+count user requests only.
+:func:`max_overlap` and :func:`idle_gaps` compute the backend's real concurrency and
+idle time from these records.
+
+Privacy: the emulator keeps only prompt hashes; its stats never contain prompt text.
+
+Use in-process (``port = await Emulator(cfg).start()``, or :func:`start_in_thread`
+for synchronous code) or as ``sjf emulate``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import logging
+import math
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from aiohttp import web
+
+log = logging.getLogger("sjf_lab.emulator")
+
+FAULT_HEADER = "x-emulator-fault"
+REQUEST_ID_HEADER = "x-emulator-request-id"
+PROBE_HEADER = "x-sjf-probe"  # sjf_core.admission._probe marks its idle probes with it
+FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold")
+DISCONNECT_MODES = ("stop", "continue", "stop-streams")
+_WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do")
+
+
+def prompt_hash(text: str) -> str:
+    """SHA-256 hex digest of a scored prompt text (UTF-8): the trace key."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def short_hash(text: str) -> str:
+    """The 12-hex-digit prefix of :func:`prompt_hash`, as listed in the service order."""
+    return prompt_hash(text)[:12]
+
+
+# ---- scored text (the backend's own view; it never imports the scheduler) -------------
+def _content_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, Mapping) and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def request_text(body: Any, endpoint: str) -> str:
+    """The text the emulator hashes for a request ("" when there is none).
+
+    chat/completions: the last ``user`` message (string or text parts joined by "\\n");
+    completions: ``prompt`` (first element of a list); responses: ``input`` as a
+    string, or the last user item of an input list.
+    """
+    if not isinstance(body, Mapping):
+        return ""
+    if endpoint in ("completions", "ollama-generate"):
+        p = body.get("prompt")
+        if isinstance(p, list):
+            p = p[0] if p else ""
+        return p if isinstance(p, str) else ""
+    items = body.get("messages") if endpoint in ("chat", "ollama-chat") else body.get("input")
+    if isinstance(items, str):
+        return items
+    if isinstance(items, list):
+        for m in reversed(items):
+            if isinstance(m, Mapping) and m.get("role", "user") == "user":
+                t = _content_text(m.get("content"))
+                if t is not None:
+                    return t
+    return ""
+
+
+# ---- trace ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TraceItem:
+    """One trace entry: the answer length (tokens, >= 0) and an optional fault."""
+
+    tokens: int
+    fault: str | None = None
+
+
+class Trace:
+    """Prompt hash → answer length (and fault), with a seeded fallback for unknown prompts.
+
+    Args:
+        items: prompt SHA-256 hex → :class:`TraceItem`.
+        seed: seed of the fallback distribution.
+        fallback: fallback mixture as ((weight, median tokens), ...); each class is
+            log-normal (σ = 0.35) around its median. Default: 60% ~60, 25% ~400,
+            15% ~1100 tokens (the Short/Medium/Long medians of the shared data).
+    """
+
+    DEFAULT_FALLBACK = ((0.60, 60.0), (0.25, 400.0), (0.15, 1100.0))
+
+    def __init__(self, items: Mapping[str, TraceItem] | None = None, seed: int = 0, fallback=None):
+        self.items = dict(items or {})
+        self.seed = int(seed)
+        self.fallback = tuple(fallback or self.DEFAULT_FALLBACK)
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]], seed: int = 0) -> "Trace":
+        """Build from dicts with ``prompt`` or ``sha256``, and ``answer_tokens`` or
+        ``response_tokens`` (int >= 0); optional ``fault`` (one of :data:`FAULTS`).
+
+        Raises:
+            ValueError: a record without a key or a length, or an unknown fault.
+        """
+        items = {}
+        for i, r in enumerate(records):
+            h = r.get("sha256")
+            if h is None and isinstance(r.get("prompt"), str):
+                h = prompt_hash(r["prompt"])
+            tok = r.get("answer_tokens", r.get("response_tokens"))
+            if not isinstance(h, str) or isinstance(tok, bool) or not isinstance(tok, (int, float)) or tok < 0:
+                raise ValueError(f"trace record {i}: needs 'prompt' or 'sha256' and 'answer_tokens' >= 0")
+            fault = r.get("fault")
+            if fault is not None:
+                fault = str(fault)
+                if fault not in FAULTS:
+                    raise ValueError(f"trace record {i}: unknown fault {fault!r}; choose from {FAULTS}")
+            items[h] = TraceItem(int(tok), fault)
+        return cls(items, seed)
+
+    @classmethod
+    def load(cls, path: str | Path | None, seed: int = 0) -> "Trace":
+        """Read a JSONL trace file (None → empty trace, fallback only).
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: a line that is not valid JSON or not a valid record (line number given).
+        """
+        if path is None:
+            return cls(seed=seed)
+        records = []
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        return cls.from_records(records, seed)
+
+    def lookup(self, text_hash: str) -> TraceItem:
+        """The trace item of a prompt hash; unknown hashes get a seeded fallback length."""
+        item = self.items.get(text_hash)
+        if item is not None:
+            return item
+        rng = random.Random(f"{self.seed}:{text_hash}")
+        total = sum(w for w, _ in self.fallback)
+        u = rng.random() * total
+        for w, median in self.fallback:
+            u -= w
+            if u <= 0:
+                break
+        return TraceItem(max(1, int(round(median * math.exp(rng.gauss(0.0, 0.35))))))
+
+
+# ---- config and stats -------------------------------------------------------------------
+@dataclass
+class EmulatorConfig:
+    """Emulator settings.
+
+    Attributes:
+        tokens_per_s: generation rate per slot (tokens per second, > 0).
+        slots: requests generated at once (>= 1); the rest wait FIFO.
+        trace: path of a JSONL trace, or None (fallback lengths only).
+        trace_records: trace records given in memory (added after ``trace``).
+        seed: seed of the fallback length distribution.
+        on_disconnect: "stop", "continue" or "stop-streams" (see module docstring).
+        tick_s: emission tick (seconds); tokens due are emitted once per tick.
+        first_token_s: extra delay before the first token (prefill), seconds.
+        model: model id listed by ``/v1/models`` (any requested model is accepted).
+        props: answer llama.cpp's ``GET /props`` (``total_slots``); False: 404.
+    """
+
+    tokens_per_s: float = 200.0
+    slots: int = 1
+    trace: str | None = None
+    trace_records: list = field(default_factory=list)
+    seed: int = 0
+    on_disconnect: str = "stop"
+    tick_s: float = 0.02
+    first_token_s: float = 0.0
+    model: str = "emulator"
+    props: bool = True
+
+    def __post_init__(self):
+        if not self.tokens_per_s > 0:
+            raise ValueError("tokens_per_s must be > 0")
+        if int(self.slots) < 1:
+            raise ValueError("slots must be >= 1")
+        if self.on_disconnect not in DISCONNECT_MODES:
+            raise ValueError(f"on_disconnect must be one of {DISCONNECT_MODES}, got {self.on_disconnect!r}")
+        if not self.tick_s > 0:
+            raise ValueError("tick_s must be > 0")
+
+
+@dataclass
+class _Stats:
+    received: int = 0
+    in_flight: int = 0  # user requests received and not finished (waiting + generating); probes apart
+    max_in_flight: int = 0
+    probes: int = 0  # x-sjf-probe requests received
+    probes_in_flight: int = 0
+    max_probes_in_flight: int = 0
+    generating: int = 0
+    max_generating: int = 0
+    waiting: int = 0
+    served: int = 0  # full answers generated
+    errors: int = 0  # injected HTTP errors
+    dropped: int = 0  # injected connection drops
+    disconnects: int = 0  # clients that left before their answer was done
+    disconnects_queued: int = 0  # ... while waiting in the FIFO
+    completion_tokens: int = 0
+    bad_requests: int = 0
+    embeddings: int = 0  # answered at once, outside the slots
+    order: list = field(default_factory=list)
+
+
+class _Disconnected(Exception):
+    pass
+
+
+class _FifoSlots:
+    """``slots`` permits handed out strictly in arrival order."""
+
+    def __init__(self, slots: int):
+        self.free = slots
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+
+    def try_acquire(self) -> asyncio.Future | None:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def withdraw(self, fut: asyncio.Future) -> None:
+        if fut.done():
+            if not fut.cancelled():
+                self.release()
+            return
+        fut.cancel()
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def release(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(True)
+                return
+        self.free += 1
+
+
+# ---- the server ---------------------------------------------------------------------------
+class Emulator:
+    """The emulator server. One instance serves one port.
+
+    Example::
+
+        emu = Emulator(EmulatorConfig(tokens_per_s=500, trace="trace.jsonl"))
+        port = await emu.start()          # binds 127.0.0.1:port (0 = free port)
+        ...  # http://127.0.0.1:{port}/v1
+        await emu.stop()
+    """
+
+    def __init__(self, config: EmulatorConfig | None = None, **kw):
+        self.config = config or EmulatorConfig(**kw)
+        self.trace = Trace.load(self.config.trace, self.config.seed)
+        if self.config.trace_records:
+            self.trace.items.update(Trace.from_records(self.config.trace_records, self.config.seed).items)
+        self._slots: _FifoSlots | None = None
+        self._stats = _Stats()
+        self._seq = 0
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        self.host = "127.0.0.1"
+        self._t0 = time.monotonic()
+        self._hold: asyncio.Event | None = None
+        self.held = 0
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        """The aiohttp application (routes only; no server)."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        r = app.router
+        for prefix in ("/v1", ""):
+            r.add_post(prefix + "/chat/completions", self._chat)
+            r.add_post(prefix + "/completions", self._completions)
+            r.add_post(prefix + "/responses", self._responses)
+            r.add_post(prefix + "/embeddings", self._embeddings)
+            r.add_get(prefix + "/models", self._models)
+        r.add_post("/api/chat", self._ollama_chat)
+        r.add_post("/api/generate", self._ollama_generate)
+        r.add_get("/api/tags", self._ollama_tags)
+        r.add_get("/api/version", self._ollama_version)
+        r.add_post("/api/show", self._ollama_show)
+        r.add_get("/props", self._props)
+        r.add_get("/health", self._health)
+        r.add_get("/emulator/stats", self._stats_handler)
+        r.add_post("/emulator/reset", self._reset_handler)
+        r.add_post("/emulator/release", self._release_handler)
+        return app
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Start serving; returns the bound port (``port=0`` picks a free one)."""
+        self._slots = _FifoSlots(int(self.config.slots))
+        self._runner = web.AppRunner(self.app(), handler_cancellation=False, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        self.host = host
+        self.port = site._server.sockets[0].getsockname()[1]
+        log.info("emulator on http://%s:%d/v1 (%s tok/s, %d slot(s), on_disconnect=%s)",
+                 host, self.port, self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop serving and close open connections."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port/v1`` (after :meth:`start`)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    # ---- stats ----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """Counters (a JSON-able dict; see ``GET /emulator/stats``). ``order`` lists the
+        requests in the order they got a slot: ``{"seq", "hash" (12 hex of the prompt's
+        SHA-256), "id" (x-emulator-request-id header or None), "tokens" (planned),
+        "outcome" ("running", "held", "ok", "error", "dropped", "disconnected"),
+        "keys" (the request body's top-level field names), "t_in" / "t_start" / "t_out"
+        (monotonic seconds at which the request arrived / got a slot / its handler
+        returned), "probe" (an ``x-sjf-probe`` request), "sjf_headers" (names of the
+        ``x-sjf-*`` request headers it got), "stream", "api" ("chat",
+        "completions", "responses", "ollama-chat", "ollama-generate")}``."""
+        d = asdict(self._stats)
+        d["order"] = [dict(o) for o in self._stats.order]
+        d.update(held=self.held, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
+                 on_disconnect=self.config.on_disconnect, trace_size=len(self.trace.items))
+        return d
+
+    def reset(self) -> None:
+        """Zero the counters (gauges of requests still open are kept)."""
+        s = self._stats
+        self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, probes_in_flight=s.probes_in_flight,
+                             max_probes_in_flight=s.probes_in_flight, generating=s.generating,
+                             max_generating=s.generating, waiting=s.waiting)
+
+    async def _stats_handler(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _reset_handler(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"ok": True})
+
+    def release_holds(self) -> int:
+        """Let every request held by a ``"hold"`` fault go on; returns how many were held."""
+        n = self.held
+        if self._hold is not None:
+            self._hold.set()
+            self._hold = None
+        return n
+
+    async def _release_handler(self, request: web.Request) -> web.Response:
+        return web.json_response({"released": self.release_holds()})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": self.config.model, "object": "model", "created": 0, "owned_by": "sjf-emulator"}]})
+
+    # ---- endpoints ------------------------------------------------------------------------
+    async def _chat(self, request):
+        return await self._serve(request, "chat")
+
+    async def _completions(self, request):
+        return await self._serve(request, "completions")
+
+    async def _responses(self, request):
+        return await self._serve(request, "responses")
+
+    async def _ollama_chat(self, request):
+        return await self._serve(request, "ollama-chat")
+
+    async def _ollama_generate(self, request):
+        return await self._serve(request, "ollama-generate")
+
+    async def _ollama_tags(self, request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": self.config.model, "model": self.config.model,
+                                              "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64,
+                                              "details": {"format": "gguf", "family": "emulator"}}]})
+
+    async def _ollama_version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.0.0-emulator"})
+
+    async def _ollama_show(self, request: web.Request) -> web.Response:
+        return web.json_response({"modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
+                                  "details": {"format": "gguf", "family": "emulator"}, "model_info": {},
+                                  "capabilities": ["completion"]})
+
+    async def _props(self, request: web.Request) -> web.Response:
+        if not self.config.props:
+            return web.json_response({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+                                     status=404)
+        return web.json_response({"total_slots": int(self.config.slots), "model_path": self.config.model,
+                                  "default_generation_settings": {"n_ctx": 4096}})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """Embeddings are answered at once (not queued): 8 deterministic floats per input."""
+        try:
+            body = await request.json()
+            inputs = body.get("input")
+        except Exception:
+            return _error(400, "request body must be a JSON object", "invalid_request_error")
+        inputs = inputs if isinstance(inputs, list) else [inputs]
+        data = []
+        for i, x in enumerate(inputs):
+            d = hashlib.sha256(json.dumps(x).encode()).digest()
+            data.append({"object": "embedding", "index": i, "embedding": [b / 255.0 for b in d[:8]]})
+        self._stats.embeddings += 1
+        return web.json_response({"object": "list", "data": data, "model": str(body.get("model") or self.config.model),
+                                  "usage": {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}})
+
+    @staticmethod
+    def _gone(request: web.Request) -> bool:
+        tr = request.transport
+        return tr is None or tr.is_closing()
+
+    async def _serve(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError
+        except Exception:
+            self._stats.bad_requests += 1
+            return _error(400, "request body must be a JSON object", "invalid_request_error")
+        text = request_text(body, endpoint)
+        h = prompt_hash(text)
+        item = self.trace.lookup(h)
+        fault = request.headers.get(FAULT_HEADER) or item.fault
+        cap = _max_tokens(body)
+        ollama = endpoint.startswith("ollama")
+        n_tokens = item.tokens if cap is None else min(item.tokens, cap)
+        finish = "length" if cap is not None and item.tokens > cap else "stop"
+        stream = body.get("stream") is not False if ollama else bool(body.get("stream"))
+        rid = request.headers.get(REQUEST_ID_HEADER)
+
+        s = self._stats
+        s.received += 1
+        t_in = time.monotonic()
+        rec = None
+        probe = PROBE_HEADER in request.headers
+        if probe:  # our idle probe: counted apart, so "never more than slots" speaks of user requests
+            s.probes += 1
+            s.probes_in_flight += 1
+            s.max_probes_in_flight = max(s.max_probes_in_flight, s.probes_in_flight)
+        else:
+            s.in_flight += 1
+            s.max_in_flight = max(s.max_in_flight, s.in_flight)
+        try:
+            # ---- wait for a slot (FIFO) -------------------------------------------------
+            fut = self._slots.try_acquire()
+            if fut is not None:
+                s.waiting += 1
+                try:
+                    while True:
+                        if self.config.on_disconnect == "stop" and self._gone(request):
+                            self._slots.withdraw(fut)  # hands a slot granted meanwhile on
+                            s.disconnects += 1
+                            s.disconnects_queued += 1
+                            return web.Response(status=499)
+                        if fut.done():
+                            break
+                        await asyncio.wait([fut], timeout=self.config.tick_s)
+                finally:
+                    s.waiting -= 1
+            # ---- holding a slot ---------------------------------------------------------
+            s.generating += 1
+            s.max_generating = max(s.max_generating, s.generating)
+            self._seq += 1
+            rec = {"seq": self._seq, "hash": h[:12], "id": rid, "tokens": n_tokens, "outcome": "running",
+                   "keys": sorted(body), "t_in": round(t_in, 4), "t_start": round(time.monotonic(), 4),
+                   "probe": probe, "stream": stream, "api": endpoint,
+                   "sjf_headers": sorted(k.lower() for k in request.headers if k.lower().startswith("x-sjf-"))}
+            s.order.append(rec)
+            try:
+                return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)
+            finally:
+                s.generating -= 1
+                self._slots.release()
+        finally:
+            if probe:
+                s.probes_in_flight -= 1
+            else:
+                s.in_flight -= 1
+            if rec is not None:
+                rec["t_out"] = round(time.monotonic(), 4)
+
+    async def _generate(self, request, endpoint, body, text, n_tokens, finish, stream, fault, rec):
+        s = self._stats
+        if fault in ("500", "503", "429"):
+            rec["outcome"] = "error"
+            s.errors += 1
+            return _error(int(fault), f"emulated backend error {fault}", "server_error")
+        if fault == "drop":
+            rec["outcome"] = "dropped"
+            s.dropped += 1
+            _abort(request)
+            return web.Response(status=500)  # never reaches the client
+        if fault == "hold":
+            if self._hold is None:
+                self._hold = asyncio.Event()
+            ev = self._hold
+            self.held += 1
+            rec["outcome"] = "held"
+            waiter = asyncio.ensure_future(ev.wait())
+            try:
+                while not ev.is_set():
+                    if self.config.on_disconnect == "stop" and self._gone(request):
+                        return await self._client_gone(request, n_tokens, rec, 0)
+                    await asyncio.wait([waiter], timeout=self.config.tick_s)
+            finally:
+                waiter.cancel()
+                self.held -= 1
+            rec["outcome"] = "running"
+        stop_at = n_tokens // 2 if fault == "drop-mid" else None
+        fmt = _Format(endpoint, body, self.config.model, self._seq, prompt_tokens=max(1, len(text) // 4))
+        resp = None
+        if stream:
+            ctype = "application/x-ndjson" if endpoint.startswith("ollama") else "text/event-stream"
+            resp = web.StreamResponse(headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
+            try:
+                await resp.prepare(request)
+                for ev in fmt.stream_start():
+                    await resp.write(ev)
+            except (ConnectionError, RuntimeError):
+                return await self._client_gone(request, n_tokens, rec, 0)
+        produced = 0
+        client_here = True
+        t_start = time.monotonic() + self.config.first_token_s
+        if self.config.first_token_s > 0:
+            await asyncio.sleep(self.config.first_token_s)
+        rate = self.config.tokens_per_s
+        while produced < n_tokens:
+            due = min(n_tokens, int(math.floor((time.monotonic() - t_start) * rate)) + 1)
+            if stop_at is not None and due >= stop_at:
+                due = max(stop_at, produced)
+            if due > produced:
+                chunk = _words(produced, due)
+                produced = due
+                if stream and client_here:
+                    try:
+                        if self._gone(request):
+                            raise ConnectionResetError
+                        await resp.write(fmt.stream_delta(chunk))
+                    except (ConnectionError, RuntimeError):
+                        client_here = False
+            if client_here and not stream and self._gone(request):
+                client_here = False
+            if stop_at is not None and produced >= stop_at:
+                rec["outcome"] = "dropped"
+                s.dropped += 1
+                s.completion_tokens += produced
+                _abort(request)
+                return resp if resp is not None else web.Response(status=500)
+            if not client_here:
+                mode = self.config.on_disconnect
+                if mode == "stop" or (mode == "stop-streams" and stream):
+                    return await self._client_gone(request, n_tokens, rec, produced, resp)
+            if produced < n_tokens:
+                await asyncio.sleep(self.config.tick_s)
+        s.completion_tokens += produced
+        if not client_here:
+            return await self._client_gone(request, n_tokens, rec, produced, resp, finished=True)
+        rec["outcome"] = "ok"
+        s.served += 1
+        if stream:
+            try:
+                for ev in fmt.stream_end(n_tokens, finish):
+                    await resp.write(ev)
+                await resp.write_eof()
+            except (ConnectionError, RuntimeError):
+                rec["outcome"] = "disconnected"
+                s.disconnects += 1
+            return resp
+        return web.json_response(fmt.full(_words(0, n_tokens), n_tokens, finish))
+
+    async def _client_gone(self, request, n_tokens, rec, produced, resp=None, finished=False):
+        s = self._stats
+        rec["outcome"] = "disconnected"
+        s.disconnects += 1
+        if not finished:
+            s.completion_tokens += produced
+        else:
+            s.served += 1  # continue mode: the whole answer was generated for nobody
+        return resp if resp is not None else web.Response(status=499)
+
+
+# ---- formatting helpers ---------------------------------------------------------------------
+def _max_tokens(body: Mapping) -> int | None:
+    """The answer cap: ``max_completion_tokens`` / ``max_tokens`` / ``max_output_tokens``,
+    or Ollama's ``options.num_predict`` (negative: no cap, as in Ollama)."""
+    opts = body.get("options")
+    cands = [body.get(k) for k in ("max_completion_tokens", "max_tokens", "max_output_tokens")]
+    if isinstance(opts, Mapping):
+        cands.append(opts.get("num_predict"))
+    for v in cands:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+            return int(v)
+    return None
+
+
+def max_overlap(records: Iterable[Mapping[str, Any]], probes: bool = False) -> int:
+    """The most requests the backend held at once, from ``stats()["order"]`` records
+    (intervals ``[t_in, t_out]``; requests still open count up to now). Probe requests
+    (``probe: true``) are left out unless ``probes``."""
+    events = []
+    now = time.monotonic()
+    for r in records:
+        if r.get("probe") and not probes:
+            continue
+        events.append((float(r["t_in"]), 1))
+        events.append((float(r.get("t_out", now)), -1))
+    events.sort(key=lambda e: (e[0], e[1]))  # an end at the same instant as a start goes first
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def idle_gaps(records: Iterable[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """For each user request (probes left out) that arrived after every earlier one had
+    ended: ``(seq, seconds the backend held none of them before it arrived)``. Sorted by
+    arrival."""
+    rs = sorted((r for r in records if not r.get("probe")), key=lambda r: float(r["t_in"]))
+    out = []
+    last_end = None
+    for r in rs:
+        t_in = float(r["t_in"])
+        if last_end is not None and t_in >= last_end:
+            out.append((int(r["seq"]), t_in - last_end))
+        end = float(r.get("t_out", math.inf))
+        last_end = end if last_end is None else max(last_end, end)
+    return out
+
+
+def _words(start: int, end: int) -> str:
+    """Tokens [start, end) as text: one word (with its leading space) per token."""
+    return "".join(" " + _WORDS[i % len(_WORDS)] for i in range(start, end))
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+
+
+def _abort(request: web.Request) -> None:
+    tr = request.transport
+    if tr is not None:
+        tr.abort()
+
+
+def _sse(obj: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return (head + "data: " + json.dumps(obj, separators=(",", ":")) + "\n\n").encode()
+
+
+class _Format:
+    """OpenAI wire formats of the three generation endpoints."""
+
+    def __init__(self, endpoint: str, body: Mapping, model: str, seq: int, prompt_tokens: int):
+        self.endpoint = endpoint
+        self.model = str(body.get("model") or model)
+        self.created = int(time.time())
+        self.prompt_tokens = prompt_tokens
+        so = body.get("stream_options")
+        self.include_usage = isinstance(so, Mapping) and bool(so.get("include_usage"))
+        prefix = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp", "ollama-chat": "ollama",
+                  "ollama-generate": "ollama"}[endpoint]
+        self.id = f"{prefix}-emu{seq}"
+
+    def usage(self, n: int) -> dict:
+        if self.endpoint == "responses":
+            return {"input_tokens": self.prompt_tokens, "output_tokens": n, "total_tokens": self.prompt_tokens + n}
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
+
+    def _chunk(self, choice: dict, usage: dict | None = None) -> dict:
+        obj = "chat.completion.chunk" if self.endpoint == "chat" else "text_completion"
+        d = {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": [choice] if choice else []}
+        if usage is not None:
+            d["usage"] = usage
+        return d
+
+    def _response_obj(self, text: str, n: int, status: str) -> dict:
+        return {"id": self.id, "object": "response", "created_at": self.created, "status": status, "model": self.model,
+                "output": [{"type": "message", "id": f"msg-{self.id}", "status": status, "role": "assistant",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                "usage": self.usage(n)}
+
+    def _ollama(self, text: str, done: bool, n: int = 0, finish: str = "stop") -> bytes:
+        d: dict = {"model": self.model, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.created))}
+        if self.endpoint == "ollama-chat":
+            d["message"] = {"role": "assistant", "content": text}
+        else:
+            d["response"] = text
+        d["done"] = done
+        if done:
+            d.update(done_reason=finish, total_duration=1, load_duration=0, prompt_eval_count=self.prompt_tokens,
+                     prompt_eval_duration=1, eval_count=n, eval_duration=1)
+        return (json.dumps(d, separators=(",", ":")) + "\n").encode()
+
+    def stream_start(self) -> list[bytes]:
+        if self.endpoint.startswith("ollama"):
+            return []
+        if self.endpoint == "chat":
+            return [_sse(self._chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}))]
+        if self.endpoint == "responses":
+            r = self._response_obj("", 0, "in_progress")
+            r["output"] = []
+            return [_sse({"type": "response.created", "response": r}, "response.created")]
+        return []
+
+    def stream_delta(self, text: str) -> bytes:
+        if self.endpoint.startswith("ollama"):
+            return self._ollama(text, False)
+        if self.endpoint == "chat":
+            return _sse(self._chunk({"index": 0, "delta": {"content": text}, "finish_reason": None}))
+        if self.endpoint == "responses":
+            return _sse({"type": "response.output_text.delta", "item_id": f"msg-{self.id}", "output_index": 0,
+                         "content_index": 0, "delta": text}, "response.output_text.delta")
+        return _sse(self._chunk({"index": 0, "text": text, "logprobs": None, "finish_reason": None}))
+
+    def stream_end(self, n: int, finish: str) -> list[bytes]:
+        if self.endpoint.startswith("ollama"):
+            return [self._ollama("", True, n, finish)]
+        if self.endpoint == "responses":
+            r = self._response_obj(_words(0, n), n, "completed")
+            return [_sse({"type": "response.completed", "response": r}, "response.completed")]
+        if self.endpoint == "chat":
+            last = {"index": 0, "delta": {}, "finish_reason": finish}
+        else:
+            last = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish}
+        out = []
+        if self.include_usage:
+            out.append(_sse(self._chunk(last)))
+            out.append(_sse(self._chunk({}, self.usage(n))))
+        else:
+            out.append(_sse(self._chunk(last, self.usage(n))))
+        out.append(b"data: [DONE]\n\n")
+        return out
+
+    def full(self, text: str, n: int, finish: str) -> dict:
+        if self.endpoint.startswith("ollama"):
+            return json.loads(self._ollama(text, True, n, finish))
+        if self.endpoint == "responses":
+            return self._response_obj(text, n, "completed")
+        if self.endpoint == "chat":
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            obj = "text_completion"
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                "choices": [choice], "usage": self.usage(n)}
+
+
+# ---- running it from synchronous code ------------------------------------------------------
+class EmulatorThread:
+    """An :class:`Emulator` on its own event loop in a daemon thread (for sync code and
+    module-scoped test fixtures). Use as a context manager or call :meth:`stop`.
+
+    Attributes:
+        emulator: the running :class:`Emulator`.
+        port: the bound port.
+        base_url: ``http://127.0.0.1:port/v1``.
+    """
+
+    def __init__(self, config: EmulatorConfig | None = None, host: str = "127.0.0.1", port: int = 0, **kw):
+        self.emulator = Emulator(config, **kw)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sjf-emulator", daemon=True)
+        self._thread.start()
+        try:
+            self.port = asyncio.run_coroutine_threadsafe(self.emulator.start(host, port), self._loop).result(30)
+        except BaseException:
+            self.stop()
+            raise
+        self.base_url = self.emulator.base_url
+
+    def stats(self) -> dict:
+        """A snapshot of the emulator's counters (taken on its loop)."""
+        return self.call(self.emulator.stats)
+
+    def reset(self) -> None:
+        """Zero the emulator's counters."""
+        self.call(self.emulator.reset)
+
+    def release_holds(self) -> int:
+        """Let requests held by a ``"hold"`` fault go on (see :meth:`Emulator.release_holds`)."""
+        return self.call(self.emulator.release_holds)
+
+    def call(self, fn, *args):
+        """Run a plain function on the emulator's loop and return its result."""
+        async def _run():
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(_run(), self._loop).result(30)
+
+    def stop(self) -> None:
+        """Stop the server and the thread (idempotent)."""
+        if self._loop.is_closed():
+            return
+        if self._loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(self.emulator.stop(), self._loop).result(30)
+            except Exception:
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+        self._loop.close()
+
+    def __enter__(self) -> "EmulatorThread":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_in_thread(config: EmulatorConfig | None = None, **kw) -> EmulatorThread:
+    """Start an emulator in a background thread; returns the :class:`EmulatorThread`."""
+    return EmulatorThread(config, **kw)
+
+
+__all__ = ["Emulator", "EmulatorConfig", "EmulatorThread", "Trace", "TraceItem", "prompt_hash", "short_hash",
+           "max_overlap", "idle_gaps", "PROBE_HEADER",
+           "request_text", "start_in_thread", "FAULTS", "FAULT_HEADER", "REQUEST_ID_HEADER", "DISCONNECT_MODES"]

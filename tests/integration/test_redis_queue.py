@@ -1,0 +1,727 @@
+"""The Redis admission store against a real redis-server (no mocks).
+
+Covers: same dispatch order as the in-process queue for every supported promotion rule,
+the concurrency bound across independent clients, fencing of stale holders, cancellation
+(also when a wake-up crosses it), dead-waiter cleanup, τ measured in Redis, no polling
+while waiting, hold limit, fail-open / fail-closed, a Redis restart in the middle of a
+burst, and Cluster-safe key naming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import uuid
+
+import pytest
+import redis.asyncio as ra
+
+from redis_server import RedisServer, free_port
+from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core._errors import AdmissionRejected
+from sjf_core.policy._policies import RequestMeta, make_policy
+from sjf_core.predict._prediction import Prediction
+from sjf_core.admission._redis import RedisAdmissionQueue, RedisUnavailable, hash_tag, policy_server_args
+
+
+def pred(p_long: float) -> Prediction:
+    p_long = min(max(p_long, 0.0), 1.0)
+    return Prediction.from_probs([1.0 - p_long, 0.0, p_long])
+
+
+def backend() -> str:
+    return f"http://127.0.0.1:1/{uuid.uuid4().hex[:8]}/v1"
+
+
+async def wait_until(cond, timeout=10.0, step=0.005):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(step)
+
+
+@pytest.fixture
+async def stores(redis_url):
+    made = []
+
+    def make(**kw):
+        kw.setdefault("name", backend())
+        s = RedisAdmissionQueue(kw.pop("url", redis_url), **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        await s.aclose()
+
+
+# ---- order parity with the in-process queue -------------------------------------------------
+SCENARIOS = [
+    # (policy, options); τ in fixed seconds so both stores agree on it exactly
+    ("fcfs", {}),
+    ("sjf", {"tau": "off"}),
+    # the default promotion ("fcfs-bound"); 20 s Short service seeds keep the bounds ≥ 20 s away
+    ("sjf", {"tau": 5.5, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": 5.5, "promotion": "strict"}),
+    ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 3}),
+    ("sjf", {"tau": 5.5, "promotion": "aging"}),
+    ("sjf", {"tau": 0.75, "promotion": "aging", "horizon": 2.0}),
+    ("sjf-tokens", {"tau": 5.5, "promotion": "aging"}),
+    ("sjf-tokens", {"tau": "off"}),
+    # the served-work rules (the default is "work-bound"); small slowdowns so that they act
+    ("sjf-tokens", {"tau": 5.5, "promotion": "work-bound", "slowdown": 1.0, "work_slack": 0.0}),
+    ("sjf", {"tau": 5.5, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
+    ("sjf", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.05}),
+    ("sjf-tokens", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.5}),
+    # an absolute wait bound beside each rule (ages are 0-3.3, 6-12 s: 5 s splits them with
+    # 1.7 s to spare, so enqueue and drain time on a loaded machine cannot cross it)
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
+    ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 5.0}),
+]
+
+
+
+def workload(seed: int, n: int = 14):
+    """(prediction, meta, age_s) per request: tied keys, priorities, ages away from the
+    τ = 5.5 s boundary, a few deadlines (due ones and far ones)."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        p = pred(rnd.choice([0.05, 0.2, 0.2, 0.6, 0.9, rnd.random()]))
+        prio = rnd.choice([0, 0, 0, 0, 1, -1])
+        deadline = None
+        # distinct ages (20 ms apart): Redis stamps arrival on its own clock, so exact ties
+        # would be ordered by network jitter rather than by arrival sequence
+        # and no age within 2 s below τ = 5.5 s, so enqueue and drain time cannot cross it
+        age = rnd.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12]) + 0.02 * i
+        if rnd.random() < 0.15:
+            # due: latest start (deadline - expected service, ≤ 30.1 s) is long past
+            deadline = rnd.choice([0.5, 1.0]) if age > 0 else None
+        elif rnd.random() < 0.1:
+            deadline = 10_000.0
+        if deadline is not None and deadline < 100 and age < 35:
+            age = 35.0 + rnd.randint(0, 5) + 0.02 * i
+        out.append((p, RequestMeta(max_tokens=rnd.choice([None, None, 50, 2000]), priority=prio, deadline_s=deadline), age))
+    return out
+
+
+async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
+    """Hold the only slot, enqueue ``work`` in order (each enqueued before the next), wait
+    ``hold_s``, then free the slot and record the order in which the waiters are served."""
+    loop = asyncio.get_running_loop()
+    blocker = queue.ticket(pred(0.0))
+    await blocker.acquire()
+    order: list[int] = []
+
+    async def job(i, t):
+        await t.acquire()
+        order.append(i)
+        await asyncio.sleep(0)
+        if hasattr(t, "arelease"):
+            await t.arelease(10)
+        else:
+            t.release(10)
+
+    tasks = []
+    base = queue.clock()  # one time base: enqueue latency must not change the ages
+    for i, (p, meta, age) in enumerate(work):
+        t = queue.ticket(p, meta, arrival=base - age)
+        tasks.append(loop.create_task(job(i, t)))
+        await wait_until(lambda: t.state == "queued" and (getattr(t, "rid", None) is not None or not hasattr(t, "rid")))
+    await asyncio.sleep(hold_s)
+    if hasattr(blocker, "arelease"):
+        await blocker.arelease(10)
+    else:
+        blocker.release(10)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    return order
+
+
+@pytest.mark.parametrize("policy,opts", SCENARIOS, ids=[f"{p}-{o}" for p, o in SCENARIOS])
+async def test_same_order_as_in_process_queue(stores, policy, opts):
+    for seed in range(2):
+        work = workload(seed)
+        local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+        expected = await dispatch_order(local, work)
+        shared = stores(slots=1, policy=make_policy(policy, **opts))
+        got = await dispatch_order(shared, work)
+        assert got == expected, (policy, opts, seed)
+        if opts.get("promotion") == "work-bound" or "max_wait_s" in opts:
+            assert local.pending.promotions > 0, "the rule never acted: parity proves nothing"
+
+        snap = await shared.snapshot()
+        assert snap["in_flight"] == 0 and snap["waiting"] == 0
+        assert snap["dispatched"] == len(work) + 1
+
+
+async def interleaved_order(queue, groups) -> list[int]:
+    """Serve one request at a time while new ones keep arriving: group g is enqueued while
+    the g-th request of the run holds the slot, so the served-work clock moves between
+    groups (a burst alone never exercises the served-work rules)."""
+    loop = asyncio.get_running_loop()
+    order: list[int] = []
+    gates: dict[int, asyncio.Event] = {}
+
+    async def job(i, t):
+        await t.acquire()
+        order.append(i)
+        await gates.setdefault(i, asyncio.Event()).wait()
+        if hasattr(t, "arelease"):
+            await t.arelease(300)
+        else:
+            t.release(300)
+
+    blocker = queue.ticket(pred(0.0))
+    await blocker.acquire()
+    tasks, n = [], 0
+    for g, group in enumerate(groups):
+        for p, meta in group:
+            t = queue.ticket(p, meta)
+            tasks.append(loop.create_task(job(n, t)))
+            n += 1
+            await wait_until(lambda: t.state == "queued" and (getattr(t, "rid", None) is not None or not hasattr(t, "rid")))
+        if g == 0:
+            if hasattr(blocker, "arelease"):
+                await blocker.arelease(300)
+            else:
+                blocker.release(300)
+        else:
+            gates.setdefault(order[-1], asyncio.Event()).set()  # the running one finishes
+        await wait_until(lambda: len(order) == g + 1)
+    while len(order) < n:
+        gates.setdefault(order[-1], asyncio.Event()).set()
+        k = len(order)
+        await wait_until(lambda: len(order) > k or len(order) == n)
+    gates.setdefault(order[-1], asyncio.Event()).set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    return order
+
+
+@pytest.mark.parametrize("policy,opts", [
+    ("sjf-tokens", {"tau": 60.0, "promotion": "work-aging", "slowdown": 0.5}),
+    ("sjf", {"tau": 60.0, "promotion": "work-aging", "slowdown": 0.2}),
+    ("sjf-tokens", {"tau": 60.0, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.0}),
+])
+async def test_served_work_rules_same_order_while_arrivals_interleave(stores, policy, opts):
+    rnd = random.Random(7)
+    groups = [[(pred(rnd.choice([0.05, 0.3, 0.6, 0.95])), RequestMeta()) for _ in range(3)] for _ in range(5)]
+    expected = await interleaved_order(AdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
+    unguarded = await interleaved_order(AdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
+    assert expected != unguarded, "the rule never changed the order: parity would prove nothing"
+    got = await interleaved_order(stores(slots=1, policy=make_policy(policy, **opts)), groups)
+    assert got == expected
+
+
+async def test_strict_tau_promotes_oldest_long(stores):
+    q = stores(slots=1, policy=make_policy("sjf", tau=2.0, promotion="strict"))
+    order = await dispatch_order(q, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)])
+    assert order == [0, 1, 2]
+    assert q.stats.promoted == 1
+    q2 = stores(slots=1, policy=make_policy("sjf", tau=60.0, promotion="strict"))
+    assert await dispatch_order(q2, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)]) == [1, 2, 0]
+
+
+async def test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound(stores):
+    # Short service seeds of 0.2 s (Long 3.0 s, paper Table 1 ratios): the Long's FCFS
+    # bound is its arrival + max(τ, backlog ≈ 0.2 s) and comes due during the hold; the
+    # Shorts queued behind it have bounds ≈ 3 s away, so they keep SJF order.
+    opts = dict(tau=0.3, promotion="fcfs-bound", initial_short_service_s=0.2)
+    work = [(pred(0.95), None, 0.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0), (pred(0.02), None, 0.0)]
+    for q in (AdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
+        assert await dispatch_order(q, work, hold_s=0.8) == [0, 3, 1, 2]
+        assert q.stats.promoted == 1
+        assert await dispatch_order(q, work, hold_s=0.0) == [3, 1, 2, 0]
+
+
+def test_unsupported_policy_is_a_clear_error():
+    with pytest.raises(ValueError, match="cannot run policy 'fair'"):
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy="fair")
+    with pytest.raises(ValueError, match="aged-sjf"):
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy=make_policy("sjf", promotion="aged-sjf"))
+    with pytest.raises(ValueError):
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", fail_mode="maybe")
+    assert policy_server_args(make_policy("sjf", tau="3x")).tau_mode == "multiple"
+
+
+# ---- concurrency bound, release, fencing ------------------------------------------------------
+async def test_concurrency_bound_across_independent_clients(stores):
+    name = backend()
+    # three stores = three "processes" (separate connections, separate local state)
+    qs = [stores(name=name, slots=2) for _ in range(3)]
+    running = 0
+    peak = 0
+    rnd = random.Random(7)
+
+    async def job(q):
+        nonlocal running, peak
+        async with q.ticket(pred(rnd.random())):
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(rnd.choice([0, 0.001, 0.005]))
+            running -= 1
+
+    await asyncio.wait_for(asyncio.gather(*(job(qs[i % 3]) for i in range(60))), 60)
+    assert peak == 2
+    snap = await qs[0].snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0 and snap["dispatched"] == 60 and snap["released"] == 60
+
+
+async def test_release_is_idempotent_and_thread_safe(stores):
+    q = stores(slots=1)
+    t = q.ticket(pred(0.1))
+    await t.acquire()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(t.release(5))) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(results) == [False, False, False, True]
+    t2 = q.ticket(pred(0.1))
+    await asyncio.wait_for(t2.acquire(), 5)  # the slot came back
+    assert await t2.arelease() is True
+    assert await t2.arelease() is False
+    assert (await q.snapshot())["in_flight"] == 0
+
+
+async def test_stale_holder_cannot_release_a_newer_lease(stores):
+    q = stores(slots=1, redis_lease_ttl_s=0.3)
+    a = q.ticket(pred(0.1))
+    await a.acquire()
+    ls = q._state()
+    ls.held.pop(a.fence)  # A's process stalls: its lease is no longer renewed
+    b = q.ticket(pred(0.1))
+    await asyncio.wait_for(b.acquire(), 5)  # granted after A's lease expired
+    assert b.fence != a.fence and int(b.fence) > int(a.fence)
+    c = q.ticket(pred(0.1))
+    c_task = asyncio.create_task(c.acquire())
+    await wait_until(lambda: c.rid is not None)
+    assert await a.arelease() is True  # A believes it released ...
+    await asyncio.sleep(0.2)
+    assert not c_task.done()  # ... but B's slot stays B's: C still waits
+    snap = await q.snapshot()
+    assert snap["in_flight"] == 1 and snap["expired_leases"] == 1
+    await b.arelease()
+    await asyncio.wait_for(c_task, 5)
+    await c.arelease()
+
+
+async def test_lease_hold_limit_force_releases(stores):
+    q = stores(slots=1, lease_ttl_s=0.4, redis_lease_ttl_s=0.6)
+    a = q.ticket(pred(0.1))
+    await a.acquire()
+    b = q.ticket(pred(0.1))
+    await asyncio.wait_for(b.acquire(), 5)  # a never released: the hold limit did it
+    assert a.state == "released" and q.stats.expired == 1
+    assert a.release() is False
+    await b.arelease()
+
+
+async def test_renew_keeps_a_long_holder(stores):
+    q = stores(slots=1, lease_ttl_s=0.5, redis_lease_ttl_s=0.3)
+    a = q.ticket(pred(0.1))
+    await a.acquire()
+    b = q.ticket(pred(0.1))
+    b_task = asyncio.create_task(b.acquire())
+    for _ in range(6):  # 1.2 s: > both TTLs, renewed by the holder
+        await asyncio.sleep(0.2)
+        a.renew()
+    assert not b_task.done() and a.state == "running"
+    await a.arelease()
+    await asyncio.wait_for(b_task, 5)
+    await b.arelease()
+
+
+# ---- cancellation ---------------------------------------------------------------------------
+async def test_cancel_and_timeout_leave_the_queue(stores):
+    q = stores(slots=1)
+    hold = q.ticket(pred(0.1))
+    await hold.acquire()
+    t1 = q.ticket(pred(0.1))
+    with pytest.raises(asyncio.TimeoutError):
+        await t1.acquire(timeout=0.2)
+    t2 = q.ticket(pred(0.1))
+    task = asyncio.create_task(t2.acquire())
+    await wait_until(lambda: t2.rid is not None)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    t3 = q.ticket(pred(0.9))
+    task3 = asyncio.create_task(t3.acquire())
+    await wait_until(lambda: t3.rid is not None)
+    assert t3.release() is False  # release while queued withdraws it
+    with pytest.raises(asyncio.CancelledError):
+        await task3
+    snap = await q.snapshot()
+    assert snap["waiting"] == 0 and snap["cancelled"] == 3
+    assert {t1.state, t2.state, t3.state} == {"cancelled"}
+    late = q.ticket(pred(0.5))
+    late_task = asyncio.create_task(late.acquire())
+    await wait_until(lambda: late.rid is not None)
+    await hold.arelease()
+    await asyncio.wait_for(late_task, 5)  # the cancelled ones were skipped
+    await late.arelease()
+    assert (await q.snapshot())["in_flight"] == 0
+
+
+async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
+    q = stores(slots=1)
+    for i in range(12):
+        hold = q.ticket(pred(0.1))
+        await hold.acquire()
+        w = q.ticket(pred(0.1))
+        task = asyncio.create_task(w.acquire())
+        await wait_until(lambda: w.rid is not None)
+        # the grant (release → dispatch to w) and w's cancellation race in varying order
+        hold.release()
+        for _ in range(i % 4):
+            await asyncio.sleep(0)
+        if i % 3 == 0:
+            await asyncio.sleep(0.002 * (i % 5))
+        task.cancel()
+        try:
+            await task
+            await w.arelease()  # it won the race: it holds the slot, give it back
+        except asyncio.CancelledError:
+            pass
+        await wait_until(lambda: not q._state().tasks, timeout=5)
+        snap = await q.snapshot()
+        assert snap["in_flight"] == 0 and snap["waiting"] == 0, (i, snap)
+
+
+# ---- liveness: dead waiters, no polling -------------------------------------------------------
+async def test_dead_waiter_is_removed(stores):
+    q = stores(slots=1, waiter_ttl_s=0.4)
+    hold = q.ticket(pred(0.1))
+    await hold.acquire()
+    ls = q._state()
+    # a waiter whose process died right after enqueueing: nobody heartbeats it
+    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", "2.0", "999@dead"])
+    assert (await q.snapshot())["waiting"] == 1
+    await asyncio.sleep(0.6)
+    snap = await q.snapshot()
+    assert snap["waiting"] == 0 and snap["expired_waiters"] == 1
+    # a live waiter behind it is heart-beaten and not removed
+    w = q.ticket(pred(0.5))
+    task = asyncio.create_task(w.acquire())
+    await asyncio.sleep(1.0)
+    assert (await q.snapshot())["waiting"] == 1
+    await hold.arelease()
+    await asyncio.wait_for(task, 5)
+    await w.arelease()
+
+
+async def test_waiters_do_not_poll(stores, redis_url):
+    q = stores(slots=1)
+    hold = q.ticket(pred(0.1))
+    await hold.acquire()
+    async def job():
+        async with q.ticket(pred(0.5)):
+            pass
+
+    tasks = [asyncio.create_task(job()) for _ in range(5)]
+    await asyncio.sleep(0.3)
+    r = ra.Redis.from_url(redis_url, decode_responses=True)
+    before = await r.info("commandstats")
+    await asyncio.sleep(1.0)  # LiteLLM's scheduler would poll ~33 times per waiter here
+    after = await r.info("commandstats")
+    await r.aclose()
+
+    def calls(stats):
+        return sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_blpop",
+                                                                  "cmdstat_get", "cmdstat_zrange"))
+
+    assert calls(after) - calls(before) <= 2 + 1  # at most a heartbeat, plus the INFO itself
+    await hold.arelease()
+    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+
+
+# ---- τ in Redis -------------------------------------------------------------------------------
+async def test_tau_is_measured_on_redis_and_shared(stores):
+    name = backend()
+    q1 = stores(name=name, slots=1, policy=make_policy("sjf", tau="3x", initial_short_service_s=2.0))
+    q2 = stores(name=name, slots=1, policy=make_policy("sjf", tau="3x", initial_short_service_s=2.0))
+    assert (await q1.snapshot())["tau_s"] == pytest.approx(6.0)
+    for _ in range(5):
+        async with q1.ticket(pred(0.9)) as t:  # predicted Long, truly Short (answer 20 tokens)
+            await asyncio.sleep(0.01)
+        t.release(20)
+    t = q1.ticket(pred(0.9))
+    await t.acquire()
+    await t.arelease(20)
+    snap = await q2.snapshot()  # another "process" sees the same τ
+    assert snap["completed_short"] >= 1
+    assert snap["mean_short_service_s"] < 2.0
+    assert snap["tau_s"] == pytest.approx(3 * snap["mean_short_service_s"], rel=1e-3)
+    long_t = q2.ticket(pred(0.1))
+    await long_t.acquire()
+    before = (await q2.snapshot())["mean_short_service_s"]
+    await long_t.arelease(1500)  # true Long: does not move the Short mean
+    snap = await q1.snapshot()
+    assert snap["mean_short_service_s"] == before
+    # the service statistics (expected service for deadlines and FCFS bounds) are shared too
+    assert snap["service_s_by_class"][2] < 30.1 and snap["service_s_by_class"][1] == 8.5
+    assert 0 < snap["service_s_per_token"] < 0.01
+
+
+# ---- events, keys ---------------------------------------------------------------------------
+async def test_listeners_and_cluster_hash_tag(stores, redis_url):
+    events = []
+
+    class L(QueueEvents):
+        def on_enqueue(self, queue, entry):
+            events.append("enqueue")
+
+        def on_dispatch(self, queue, entry, wait_s):
+            events.append("dispatch")
+
+        def on_complete(self, queue, entry, service_s, answer_tokens):
+            events.append(("complete", answer_tokens))
+
+    name = "http://h:1/{odd}/v1"
+    q = stores(name=name, slots=1, listeners=[L()])
+    async with q.ticket(pred(0.2)):
+        pass
+    assert events == ["enqueue", "dispatch", ("complete", None)]
+    tag = hash_tag("sjf", name)
+    assert tag.count("{") == 1 and tag.count("}") == 1
+    r = ra.Redis.from_url(redis_url, decode_responses=True)
+    keys = [k async for k in r.scan_iter(match="*odd*")]
+    await r.aclose()
+    assert keys and all(k.startswith(tag + ":") for k in keys)
+
+
+# ---- Redis unavailable ----------------------------------------------------------------------------
+async def test_fail_open_when_redis_is_unreachable(caplog):
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    q = RedisAdmissionQueue(url, slots=1, name=backend(), op_timeout_s=0.5)
+    caplog.set_level(logging.WARNING, logger="sjf_core.admission._redis")
+    running = peak = 0
+
+    async def job():
+        nonlocal running, peak
+        async with q.ticket(pred(0.3)):
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0.01)
+            running -= 1
+
+    await asyncio.wait_for(asyncio.gather(*(job() for _ in range(10))), 20)
+    assert peak == 1  # the per-process queue still bounds this process
+    assert q.stats.failopen == 10 and q.degraded
+    downs = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert len(downs) == 1 and "fail-open" in downs[0].getMessage()
+    await q.aclose()
+
+
+async def test_fail_closed_refuses_before_admission():
+    q = RedisAdmissionQueue(f"redis://127.0.0.1:{free_port()}/0", slots=1, name=backend(), fail_mode="closed", op_timeout_s=0.5)
+    t = q.ticket(pred(0.3))
+    with pytest.raises(RedisUnavailable) as ei:
+        await t.acquire()
+    assert isinstance(ei.value, AdmissionRejected) and ei.value.retry_after_s > 0
+    assert t.state == "cancelled" and t.release() is False
+    await q.aclose()
+
+
+async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
+    caplog.set_level(logging.WARNING, logger="sjf_core.admission._redis")
+    with RedisServer() as srv:
+        name = backend()
+        qs = [RedisAdmissionQueue(srv.url, slots=1, name=name, retry_s=0.2, redis_lease_ttl_s=1.5) for _ in range(2)]
+        done = []
+        admitted = set()
+        modes = []
+
+        async def job(i):
+            q = qs[i % 2]
+            async with q.ticket(pred(random.Random(i).random())) as t:
+                admitted.add(i)
+                modes.append(t.mode)
+                await asyncio.sleep(0.03)
+            done.append(i)
+
+        tasks = [asyncio.create_task(job(i)) for i in range(40)]
+        await wait_until(lambda: len(done) >= 5, timeout=20)
+        await asyncio.get_running_loop().run_in_executor(None, lambda: srv.restart(down_s=0.3))
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        assert sorted(done) == list(range(40)) and admitted == set(range(40))
+        assert "local" in modes  # fail-open observed
+        assert sum(q.stats.failopen for q in qs) >= 1
+        # after the restart the shared queue is used again
+        async with qs[0].ticket(pred(0.1)) as t:
+            assert t.mode == "redis"
+        snap = await qs[0].snapshot()
+        assert snap["in_flight"] == 0
+        msgs = [r.getMessage() for r in caplog.records]
+        assert sum("unreachable" in m for m in msgs) <= 2  # once per store
+        assert any("reachable again" in m for m in msgs)
+        for q in qs:
+            await q.aclose()
+
+
+async def test_leases_are_reasserted_after_redis_lost_its_data():
+    with RedisServer() as srv:
+        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), redis_lease_ttl_s=0.6, retry_s=0.1)
+        a = q.ticket(pred(0.1))
+        await a.acquire()
+        await asyncio.get_running_loop().run_in_executor(None, srv.restart)
+        await asyncio.sleep(0.5)  # the holder's heartbeat re-creates its lease in the new state
+        snap = await q.snapshot()
+        assert snap["in_flight"] == 1 and snap["reasserted"] == 1
+        b = q.ticket(pred(0.1))
+        task = asyncio.create_task(b.acquire())
+        await asyncio.sleep(0.3)
+        assert not task.done()  # the bound holds again
+        await a.arelease()
+        await asyncio.wait_for(task, 5)
+        assert b.mode == "redis"
+        await b.arelease()
+        await q.aclose()
+
+
+# ---- configuration --------------------------------------------------------------------------------
+async def test_scheduler_selects_redis_by_argument_or_env(redis_url, monkeypatch):
+    from sjf_core._scheduler import Scheduler
+
+    monkeypatch.delenv("SJF_REDIS_URL", raising=False)
+    assert Scheduler(predictor=None).redis_url is None
+    s = Scheduler(predictor=None, redis_url=redis_url, redis_options={"fail_mode": "closed"})
+    q = s.queue(backend())
+    assert isinstance(q, RedisAdmissionQueue) and q.fail_mode == "closed"
+    t = s.ticket(q.name, {"messages": [{"role": "user", "content": "hi"}]})
+    async with t:
+        assert t.mode == "redis"
+    await q.aclose()
+    monkeypatch.setenv("SJF_REDIS_URL", redis_url)
+    monkeypatch.setenv("SJF_REDIS_LEASE_TTL_S", "4.5")
+    s2 = Scheduler(predictor=None)
+    q2 = s2.queue(backend())
+    assert isinstance(q2, RedisAdmissionQueue) and q2.redis_lease_ttl_s == 4.5
+    assert not isinstance(Scheduler(predictor=None, redis_url="").queue("x"), RedisAdmissionQueue)
+    with pytest.raises(ValueError, match="fair"):
+        Scheduler(predictor=None, policy="fair")
+    monkeypatch.setenv("SJF_REDIS_FAIL_MODE", "sometimes")
+    with pytest.raises(ValueError):
+        Scheduler(predictor=None)
+
+
+def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
+    from litellm_sjf.settings import load_settings
+
+    f = tmp_path / "sjf.yaml"
+    f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {fail_mode: closed, redis_lease_ttl_s: 4}\n")
+    s = load_settings({"SJF_CONFIG": str(f)})
+    assert s.redis_url == "redis://127.0.0.1:7/0" and s.redis == {"fail_mode": "closed", "redis_lease_ttl_s": 4}
+    s = load_settings({"SJF_CONFIG": str(f), "SJF_REDIS_URL": "redis://h:8/1", "SJF_REDIS_FAIL_MODE": "open"})
+    assert s.redis_url == "redis://h:8/1" and s.redis == {"redis_lease_ttl_s": 4}  # env beats the file
+    f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {lease: 4}\n")
+    with pytest.raises(ValueError, match="unknown Redis options"):
+        load_settings({"SJF_CONFIG": str(f)})
+    with pytest.raises(ValueError, match="cannot run policy 'fair'"):
+        load_settings({"SJF_REDIS_URL": "redis://h:8/1", "SJF_POLICY": "fair"})
+
+
+# ---- strict priority bands --------------------------------------------------------------------
+BAND_SCENARIOS = [
+    ("sjf", {"tau": 5.5, "promotion": "strict"}),
+    ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 2}),
+    ("sjf", {"tau": 5.5, "promotion": "aging", "horizon": 0.5}),
+    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
+    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "floor": 0.0, "initial_short_service_s": 0.5}),
+]
+
+
+@pytest.mark.parametrize("policy,opts", BAND_SCENARIOS, ids=[f"{p}-{o}" for p, o in BAND_SCENARIOS])
+async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts):
+    """Old, due low-priority waiters (deadline past, past τ, max wait, FCFS bound) and
+    fresh high-priority ones: both stores serve every priority-10 waiter first, then
+    apply the rule inside band 0, in the same order."""
+    work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
+    work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
+    work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
+    local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+    expected = await dispatch_order(local, work)
+    assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
+    assert expected[-1] == 8  # the lowest band last, although oldest and shortest
+    got = await dispatch_order(stores(slots=1, policy=make_policy(policy, **opts)), work)
+    assert got == expected, (policy, opts)
+
+
+# ---- fair shares across tenants ---------------------------------------------------------------
+@pytest.mark.parametrize("fairness", ["user", "off"])
+async def test_fair_shares_across_tenants_in_redis(stores, fairness):
+    """Three stores (three independent clients of one redis-server) share one backend:
+    tenant "flood" queues 10 short requests, then tenant "lone" one long one. With fair
+    shares the lone one is served within the first 2; without, SJF serves it last."""
+    name = backend()
+    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness=fairness) for _ in range(3)]
+    blocker = qs[0].ticket(pred(0.0), RequestMeta(tenant="holder"))
+    await blocker.acquire()
+    order: list[str] = []
+
+    async def job(q, tenant, p):
+        t = q.ticket(pred(p), RequestMeta(tenant=tenant))
+        await t.acquire()
+        order.append(tenant)
+        await t.arelease(10)
+
+    tasks = []
+    for i in range(10):
+        tasks.append(asyncio.create_task(job(qs[i % 3], "flood", 0.05)))
+    snap = await qs[0].snapshot()
+    while snap["waiting"] < 10:
+        await asyncio.sleep(0.01)
+        snap = await qs[0].snapshot()
+    tasks.append(asyncio.create_task(job(qs[2], "lone", 0.9)))
+    while snap["waiting"] < 11:
+        await asyncio.sleep(0.01)
+        snap = await qs[0].snapshot()
+    await blocker.arelease(10)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    pos = order.index("lone")
+    if fairness == "user":
+        assert pos < 2, order
+    else:
+        assert pos == 10, order
+    snap = await qs[0].snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0
+
+
+async def test_supersede_across_processes_in_redis(stores):
+    """Keystrokes from two stores (two processes' view of one queue) with one supersede key:
+    each newer one removes the queued older one, which raises Superseded at once; a
+    running ticket is never touched; another tenant's key is separate."""
+    from sjf_core._errors import Superseded
+
+    name = backend()
+    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness="user") for _ in range(2)]
+    running = qs[0].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
+    await running.acquire()
+    tickets, tasks = [], []
+    for i in range(4):
+        t = qs[i % 2].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
+        tickets.append(t)
+        tasks.append(asyncio.create_task(t.acquire()))
+        await wait_until(lambda: t.rid is not None)
+        if i:
+            with pytest.raises(Superseded):
+                await asyncio.wait_for(tasks[i - 1], 10)  # told at once, while the slot is held
+    other = qs[1].ticket(pred(0.1), RequestMeta(tenant="someone-else", supersede="buf"))
+    other_task = asyncio.create_task(other.acquire())
+    await wait_until(lambda: other.rid is not None)
+    snap = await qs[0].snapshot()
+    assert snap["waiting"] == 2 and snap["in_flight"] == 1 and running.state == "running"
+    await running.arelease(5)
+    done, _ = await asyncio.wait([tasks[3], other_task], return_when=asyncio.FIRST_COMPLETED)
+    first = tickets[3] if tasks[3] in done else other
+    await first.arelease(5)
+    await asyncio.gather(tasks[3], other_task)
+    await (other if first is tickets[3] else tickets[3]).arelease(5)
+    snap = await qs[0].snapshot()
+    assert snap["in_flight"] == 0 and snap["waiting"] == 0 and snap["dispatched"] == 3
