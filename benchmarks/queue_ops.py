@@ -25,6 +25,13 @@ Keys are random P(Long) values.
 Usage::
 
     .venv/bin/python benchmarks/queue_ops.py [--sizes 1000,10000,100000] [--ops 20000] [--json out.json]
+    .venv/bin/python benchmarks/queue_ops.py --before /work/baseline/src   # before/after, one run
+
+``--before SRC`` compares another source tree (e.g. the code before a change; the old
+module names ``sjf_core.admission`` etc. are understood) with this one: for each size and
+repeat it runs the ``admission`` and ``handoff`` levels once per tree, alternating, each in
+a fresh subprocess (``PYTHONPATH=SRC`` vs this tree's ``src``), and prints per size the
+live queue's own cost (admission minus the asyncio floor), before and after.
 
 Prints µs/op per size (the median of 250-operation chunks, best of ``--repeat`` runs:
 the machine is shared, and a chunk in which another process took the CPU is an outlier)
@@ -43,10 +50,20 @@ import random
 import sys
 import time
 
-from sjf_core.admission._local import AdmissionQueue, QueueEvents
-from sjf_core.policy._entry import Entry
-from sjf_core.policy._policies import POLICIES, make_policy
-from sjf_core.predict._prediction import Prediction
+import os
+import subprocess
+import tempfile
+
+try:
+    from sjf_core.admission._local import AdmissionQueue, QueueEvents
+    from sjf_core.policy._entry import Entry
+    from sjf_core.policy._policies import POLICIES, make_policy
+    from sjf_core.predict._prediction import Prediction
+except ImportError:  # the code before the redesign (--before): its old module names
+    from sjf_core.admission import AdmissionQueue, QueueEvents
+    from sjf_core.entry import Entry
+    from sjf_core.policies import POLICIES, make_policy
+    from sjf_core.prediction import Prediction
 
 
 def _prediction(rng: random.Random) -> Prediction:
@@ -241,8 +258,14 @@ def main(argv=None) -> int:
                     help="pending, admission, handoff (the bare asyncio floor; default all three)")
     ap.add_argument("--repeat", type=int, default=3, help="repeats per cell; the fastest is reported (default 3)")
     ap.add_argument("--json", default=None, help="write results as JSON here")
+    ap.add_argument("--seed", type=int, default=0, help="first random seed (repeat r uses seed + r)")
+    ap.add_argument("--before", default=None, metavar="SRC",
+                    help="source tree to compare with this one (e.g. /work/baseline/src): before/after table")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.before:
+        return compare(args.before, sizes, args.ops, args.repeat, (args.policies or "sjf").split(",")[0],
+                       args.promotions.split(",")[0].strip(), args.json)
     pols = args.policies.split(",") if args.policies else [p for p in ("sjf", "fair") if p in POLICIES]
     promos = [p.strip() for p in args.promotions.split(",") if p.strip()]
     levels = {"pending": bench_pending, "admission": bench_admission, "handoff": bench_handoff}
@@ -254,7 +277,7 @@ def main(argv=None) -> int:
                 base = None
                 for n in sizes:
                     # best of `repeat`: the machine is shared; the minimum is the least disturbed run
-                    us = min(fn(pol, n, args.ops, seed=r, promotion=promo) for r in range(args.repeat))
+                    us = min(fn(pol, n, args.ops, seed=args.seed + r, promotion=promo) for r in range(args.repeat))
                     base = us if base is None else base
                     eff = promo if promo != "default" else f"default={getattr(_policy(pol, None), 'promotion', '?')}"
                     rows.append({"level": level, "policy": pol, "promotion": eff, "waiters": n, "us_per_op": us,
@@ -271,6 +294,64 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"ops": args.ops, "repeat": args.repeat, "rows": rows}, f, indent=1)
+    return 0
+
+
+#: This tree's sources (the "after" side of --before).
+HERE_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def _one_cell(src: str, n: int, ops: int, seed: int, policy: str, promotion: str) -> dict:
+    """Run admission + handoff at ``n`` waiters once, in a subprocess on the sources ``src``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        env = dict(os.environ, PYTHONPATH=src)
+        cmd = [sys.executable, os.path.abspath(__file__), "--levels", "admission,handoff", "--sizes", str(n),
+               "--ops", str(ops), "--repeat", "1", "--policies", policy, "--promotions", promotion,
+               "--seed", str(seed), "--json", out]
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            rows = json.load(f)["rows"]
+    got = {r["level"]: r["us_per_op"] for r in rows}
+    return {"admission": got["admission"], "handoff": got["handoff"], "promotion": rows[0]["promotion"]}
+
+
+def compare(before_src: str, sizes: list[int], ops: int, repeat: int, policy: str, promotion: str,
+            json_out: str | None) -> int:
+    """Before/after table of the live queue's own cost (admission − handoff), µs per request."""
+    trees = {"before": os.path.abspath(before_src), "after": HERE_SRC}
+    print(f"live queue cost above the asyncio floor, µs per request (policy {policy}, promotion {promotion}, "
+          f"{ops} ops, best of {repeat}; before = {trees['before']}, after = {trees['after']})", flush=True)
+    print(f"{'waiters':>8} | {'before: admission':>17} {'floor':>6} {'cost':>6} | "
+          f"{'after: admission':>16} {'floor':>6} {'cost':>6} | {'after/before':>12}", flush=True)
+    rows = []
+    for n in sizes:
+        best: dict[str, dict] = {}
+        for r in range(repeat):
+            for side, src in (trees.items() if r % 2 == 0 else reversed(list(trees.items()))):
+                cell = _one_cell(src, n, ops, r, policy, promotion)
+                # the least disturbed runs: the smallest admission and the smallest floor time
+                if side not in best:
+                    best[side] = cell
+                else:
+                    best[side]["admission"] = min(best[side]["admission"], cell["admission"])
+                    best[side]["handoff"] = min(best[side]["handoff"], cell["handoff"])
+        for cell in best.values():
+            cell["cost"] = cell["admission"] - cell["handoff"]
+        b, a = best["before"], best["after"]
+        rows.append({"waiters": n, "before": b, "after": a})
+        if b["promotion"] != a["promotion"]:
+            print(f"note: the trees' default promotions differ: before {b['promotion']}, after {a['promotion']}")
+        print(f"{n:>8} | {b['admission']:>17.2f} {b['handoff']:>6.2f} {b['cost']:>6.2f} | "
+              f"{a['admission']:>16.2f} {a['handoff']:>6.2f} {a['cost']:>6.2f} | {a['cost'] / b['cost']:>12.2f}",
+              flush=True)
+    big = rows[-1]
+    print(f"after at {big['waiters']} waiters: {big['after']['cost']:.2f} µs/request above the floor "
+          f"(target ≤ 20); growth {big['after']['cost'] / rows[0]['after']['cost']:.2f}× vs {rows[0]['waiters']}")
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"ops": ops, "repeat": repeat, "policy": policy, "promotion": promotion, "rows": rows}, f,
+                      indent=1)
     return 0
 
 

@@ -1,0 +1,171 @@
+"""The Redis store's settings: the policy as the server-side dispatcher runs it, and options.
+
+:func:`policy_server_args` turns a :class:`~sjf_core.policy._policies.Policy` into the
+:class:`ServerPolicy` the Lua dispatcher reads (raises ``ValueError`` for a policy it cannot
+run); :func:`redis_config` resolves a Scheduler's Redis URL and options (arguments, then
+``$SJF_REDIS_*``); :func:`queue_for_scheduler` builds the store of one backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from sjf_core.admission._redis_wire import FAIL_MODES
+from sjf_core.policy._pending import HeapPending
+from sjf_core.policy._policies import Policy, make_policy
+
+log = logging.getLogger("sjf_core.admission._redis")
+
+#: Promotion rules the server-side dispatcher implements (see sjf_core.policy._pending.HeapPending).
+SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound", "work-aging", "work-bound")
+
+
+@dataclass(frozen=True)
+class ServerPolicy:
+    """What the server-side dispatcher needs from a policy (read from its pending structure).
+
+    Attributes:
+        tau_mode: "off", "seconds" or "multiple" (:class:`~sjf_core.policy._tau.TauConfig`).
+        tau_value: τ in seconds, or the multiple of the mean Short service time.
+        initial_short_s: seed of the mean Short service time (s).
+        alpha: EWMA weight of each completed Short request.
+        k: promotion k (1 for "strict").
+        promotion: one of :data:`SUPPORTED_PROMOTIONS`.
+        key_span: key distance between a typical Short and Long (aging scale).
+        horizon: aging horizon in multiples of τ.
+        slack, floor: "fcfs-bound" parameters.
+        service_seeds: seeds of the mean service seconds of Short, Medium, Long
+            (:class:`~sjf_core.policy._service.ServiceStats`, paper Table 1 scaled).
+        service_alpha: EWMA weight of the service statistics.
+        slowdown, work_slack: "work-aging" / "work-bound" parameters.
+        max_wait_s: absolute wait bound (s) or None.
+    """
+
+    tau_mode: str
+    tau_value: float
+    initial_short_s: float
+    alpha: float
+    k: int
+    promotion: str
+    key_span: float
+    horizon: float
+    slack: float
+    floor: float
+    service_seeds: tuple = (2.0, 8.5, 30.1)
+    service_alpha: float = 0.1
+    slowdown: float = 8.0
+    work_slack: float = 0.2
+    max_wait_s: float | None = None
+
+
+def policy_server_args(policy: Policy) -> ServerPolicy:
+    """The server-side parameters of a policy.
+
+    Raises:
+        ValueError: the policy's pending structure is not a
+            :class:`~sjf_core.policy._pending.HeapPending` with a promotion rule in
+            :data:`SUPPORTED_PROMOTIONS` (e.g. the DRR ``fair`` policy).
+    """
+    pending = policy.new_pending()
+    promotion = getattr(pending, "promotion", None)
+    if type(pending) is not HeapPending or promotion not in SUPPORTED_PROMOTIONS:
+        raise ValueError(
+            f"the Redis store cannot run policy {getattr(policy, 'name', policy)!r} "
+            f"({type(pending).__name__}, promotion {promotion!r}); it runs key-ordered "
+            f"policies (HeapPending) with promotion in {SUPPORTED_PROMOTIONS}"
+        )
+    c = pending.tau.config
+    value = c.multiple if c.mode == "multiple" else (c.seconds if c.mode == "seconds" else 0.0)
+    return ServerPolicy(
+        tau_mode=c.mode, tau_value=float(value), initial_short_s=float(c.initial_short_service_s),
+        alpha=float(c.ewma_alpha), k=int(pending.k), promotion=promotion,
+        key_span=float(getattr(pending, "key_span", 1.0)), horizon=float(getattr(pending, "horizon", 8.0)),
+        slack=float(getattr(pending, "slack", 0.0)), floor=float(getattr(pending, "floor", 1.0)),
+        service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
+        service_alpha=float(pending.service.alpha),
+        slowdown=float(pending.slowdown), work_slack=float(pending.work_slack), max_wait_s=pending.max_wait_s,
+    )
+
+
+#: Environment variables read by :func:`redis_config` (option name, parser).
+ENV_OPTIONS = {
+    "SJF_REDIS_FAIL_MODE": ("fail_mode", str),
+    "SJF_REDIS_LEASE_TTL_S": ("redis_lease_ttl_s", float),
+    "SJF_REDIS_WAITER_TTL_S": ("waiter_ttl_s", float),
+    "SJF_REDIS_PREFIX": ("prefix", str),
+    "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float),
+    "SJF_REDIS_RETRY_S": ("retry_s", float),
+}
+_OPTION_NAMES = {name for name, _ in ENV_OPTIONS.values()}
+
+
+def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None,
+                 environ: Any = None) -> tuple[str | None, dict[str, Any]]:
+    """Resolve the Redis settings of a :class:`~sjf_core._scheduler.Scheduler`.
+
+    Args:
+        url: a Redis URL; None reads ``$SJF_REDIS_URL``; "" or False disables Redis.
+        options: store options (see :class:`RedisAdmissionQueue`: ``fail_mode``,
+            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``,
+            ``retry_s``); a missing one is read from its environment variable
+            (``SJF_REDIS_FAIL_MODE``, ``SJF_REDIS_LEASE_TTL_S``, ``SJF_REDIS_WAITER_TTL_S``,
+            ``SJF_REDIS_PREFIX``, ``SJF_REDIS_OP_TIMEOUT_S``, ``SJF_REDIS_RETRY_S``).
+        policy: the policy, checked with :func:`policy_server_args` when Redis is on.
+        environ: the environment mapping (default ``os.environ``).
+
+    Returns:
+        (url or None, options dict).
+
+    Raises:
+        ValueError: unknown option, bad value, or a policy the store cannot run.
+    """
+    env = os.environ if environ is None else environ
+    if url is None:
+        url = env.get("SJF_REDIS_URL") or None
+    if not url:
+        return None, {}
+    opts = dict(options or {})
+    unknown = set(opts) - _OPTION_NAMES
+    if unknown:
+        raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
+    for var, (name, parse) in ENV_OPTIONS.items():
+        if name not in opts and env.get(var):
+            try:
+                opts[name] = parse(env[var])
+            except ValueError:
+                raise ValueError(f"{var}={env[var]!r} is not a valid {parse.__name__}") from None
+    if opts.get("fail_mode", "open") not in FAIL_MODES:
+        raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {opts['fail_mode']!r}")
+    if policy is not None:
+        policy_server_args(policy)
+    return str(url), opts
+
+
+def queue_for_scheduler(scheduler: Any, key: str) -> "RedisAdmissionQueue":
+    """The Redis-backed queue of backend ``key`` for a Scheduler with ``redis_url`` set."""
+    local: dict[str, Any] = {}
+    overload = getattr(scheduler, "backend_overload", {}).get(key, getattr(scheduler, "overload", None))
+    rate = getattr(scheduler, "backend_rate_limits", {}).get(key, getattr(scheduler, "rate_limit", None))
+    if overload is not None:
+        local["overload"] = overload
+    if rate is not None:
+        local["rate_limit"] = rate
+    if local:
+        log.warning("backend %s: overload control and rate limits are per process in Redis mode "
+                    "(applied only while failing open)", key)
+    from sjf_core.admission._redis import RedisAdmissionQueue
+
+    return RedisAdmissionQueue(
+        scheduler.redis_url,
+        slots=scheduler.backend_slots.get(key, scheduler.slots),
+        policy=make_policy(scheduler.policy_spec, **scheduler.policy_options),
+        name=key,
+        lease_ttl_s=scheduler.lease_ttl_s,
+        listeners=scheduler.listeners,
+        local_options=local,
+        fairness=getattr(scheduler, "fairness", None),
+        **scheduler.redis_options,
+    )
