@@ -59,8 +59,8 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
             ``socket_timeout=None`` or more than ``waiter_ttl_s``).
         slots: maximum concurrent admissions across all processes (>= 1).
         policy: a :class:`~sjf_core.policy._policies.Policy` or its name; its pending structure
-            must be a :class:`~sjf_core.policy._pending.HeapPending` with promotion "strict" or
-            "one-in-k" (fcfs, sjf, sjf-tokens).
+            must be a :class:`~sjf_core.policy._pending.HeapPending` (fcfs, sjf, sjf-tokens,
+            oracle) with a promotion rule in :data:`SUPPORTED_PROMOTIONS` (all but "aged-sjf").
         name: the backend key (a base URL); part of the Redis keys, never prompt text.
         lease_ttl_s: optional hold limit (s) of a running ticket in a live process, as in
             :class:`~sjf_core.admission._local.LocalAdmissionQueue`: a ticket neither released nor ``renew()``-ed
@@ -322,10 +322,7 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
         except TypeError:
             answer_tokens = None
         try:
-            try:
-                self.local.pending.observe(entry, service_s, true_class, answer_tokens)
-            except TypeError:
-                self.local.pending.observe(entry, service_s, true_class)
+            self.local.pending.observe(entry, service_s, true_class, answer_tokens)
         except Exception:
             log.exception("policy observe failed")
 

@@ -15,17 +15,19 @@ from typing import Any
 
 from sjf_core.admission._redis_wire import FAIL_MODES
 from sjf_core.policy._pending import HeapPending
+from sjf_core.policy.promotion import WIRE_DEFAULTS
 from sjf_core.policy._policies import Policy, make_policy
 
 log = logging.getLogger("sjf_core.admission._redis")
 
-#: Promotion rules the server-side dispatcher implements (see sjf_core.policy._pending.HeapPending).
+#: Promotion rules the server-side dispatcher implements (see :mod:`sjf_core.policy.promotion`).
 SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound", "work-aging", "work-bound")
 
 
 @dataclass(frozen=True)
 class ServerPolicy:
-    """What the server-side dispatcher needs from a policy (read from its pending structure).
+    """What the server-side dispatcher needs from a policy: its τ setting, the service seeds of
+    its pending structure, and the promotion fields of ``strategy.wire()``.
 
     Attributes:
         tau_mode: "off", "seconds" or "multiple" (:class:`~sjf_core.policy._tau.TauConfig`).
@@ -62,15 +64,18 @@ class ServerPolicy:
 
 
 def policy_server_args(policy: Policy) -> ServerPolicy:
-    """The server-side parameters of a policy.
+    """The server-side parameters of a policy: its τ setting and service seeds, and its
+    promotion strategy as the strategy serialises itself (``strategy.wire()``).
 
     Raises:
         ValueError: the policy's pending structure is not a
             :class:`~sjf_core.policy._pending.HeapPending` with a promotion rule in
-            :data:`SUPPORTED_PROMOTIONS` (e.g. the DRR ``fair`` policy).
+            :data:`SUPPORTED_PROMOTIONS` (e.g. the DRR ``fair`` policy, "aged-sjf").
     """
     pending = policy.new_pending()
-    promotion = getattr(pending, "promotion", None)
+    strategy = getattr(pending, "strategy", None)
+    wire = dict(WIRE_DEFAULTS, **strategy.wire()) if strategy is not None else {}
+    promotion = wire.get("promotion")
     if type(pending) is not HeapPending or promotion not in SUPPORTED_PROMOTIONS:
         raise ValueError(
             f"the Redis store cannot run policy {getattr(policy, 'name', policy)!r} "
@@ -81,12 +86,8 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
     value = c.multiple if c.mode == "multiple" else (c.seconds if c.mode == "seconds" else 0.0)
     return ServerPolicy(
         tau_mode=c.mode, tau_value=float(value), initial_short_s=float(c.initial_short_service_s),
-        alpha=float(c.ewma_alpha), k=int(pending.k), promotion=promotion,
-        key_span=float(getattr(pending, "key_span", 1.0)), horizon=float(getattr(pending, "horizon", 8.0)),
-        slack=float(getattr(pending, "slack", 0.0)), floor=float(getattr(pending, "floor", 1.0)),
-        service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
-        service_alpha=float(pending.service.alpha),
-        slowdown=float(pending.slowdown), work_slack=float(pending.work_slack), max_wait_s=pending.max_wait_s,
+        alpha=float(c.ewma_alpha), service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
+        service_alpha=float(pending.service.alpha), **{f: wire[f] for f in WIRE_DEFAULTS},
     )
 
 
