@@ -97,7 +97,8 @@ class AdmissionQueue:
 
     # ---- what the ticket asks of its store (called by Ticket only) --------------------
     async def _grant(self, t: "Ticket", timeout: float | None) -> None:
-        """Wait until ``t`` (state QUEUED) holds a slot; on any raise, leave it owning nothing."""
+        """``t._start()`` (NEW → QUEUED), then wait until ``t`` holds a slot; on any raise,
+        leave it owning nothing."""
         raise NotImplementedError
 
     def _withdraw(self, t: "Ticket") -> None:

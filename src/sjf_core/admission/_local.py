@@ -185,6 +185,7 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
 
     # ---- the contract: grant, withdraw, finish ----------------------------------------
     async def _grant(self, t: Ticket, timeout: float | None) -> None:
+        t._start()
         loop = asyncio.get_running_loop()
         # Rebind when idle: tests and CLIs may run several event loops in turn.
         if self._loop is not loop and (self._loop is None or self._loop.is_closed()
@@ -291,7 +292,8 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         if n > stats.max_waiting:
             stats.max_waiting = n
         self._emit("on_enqueue", entry)
-        self._dispatch()
+        if self._in_flight < self.slots or self._deferred:
+            self._dispatch()
 
     def _dispatch(self) -> None:
         """Grant free slots to waiters (work-conserving, invariant 3)."""

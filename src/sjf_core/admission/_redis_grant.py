@@ -52,6 +52,7 @@ class _RedisGrants:
 
     # ---- the contract ---------------------------------------------------------------------
     async def _grant(self, t: Ticket, timeout: float | None) -> None:
+        t._start()
         g = t.grant = RedisGrant(self._state())
         # A task of its own, so that release() while queued can cancel the wait.
         g.acq_task = g.ls.loop.create_task(self._acquire(t))

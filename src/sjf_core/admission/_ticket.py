@@ -21,7 +21,7 @@ import asyncio
 import enum
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Coroutine
 
 if TYPE_CHECKING:
     from sjf_core.admission._base import AdmissionQueue
@@ -47,6 +47,9 @@ NEW, QUEUED, DEFERRED, RUNNING = TicketState.NEW, TicketState.QUEUED, TicketStat
 RELEASED = TicketState.RELEASED
 #: States of a ticket that waits: not yet granted a slot nor refused.
 WAITING_STATES = frozenset({NEW, QUEUED, DEFERRED})
+#: Guards the RUNNING → RELEASED step of every ticket (exactly-once release from any thread);
+#: held for a compare-and-set only, never while calling out.
+_STATE_LOCK = threading.Lock()
 #: Terminal states: the ticket holds nothing and never will.
 FINISHED_STATES = frozenset({RELEASED, TicketState.CANCELLED, TicketState.SUPERSEDED, TicketState.REJECTED})
 
@@ -68,7 +71,7 @@ class Ticket:
     """
 
     # _fut, _lease, _defer_timer, _scorer belong to the local store (a future grants the slot)
-    __slots__ = ("queue", "entry", "state", "mode", "grant", "_lock", "_fut", "_lease", "_defer_timer", "_scorer",
+    __slots__ = ("queue", "entry", "state", "mode", "grant", "_fut", "_lease", "_defer_timer", "_scorer",
                  "__weakref__")
 
     def __init__(self, queue: "AdmissionQueue", entry: "Entry"):
@@ -78,7 +81,6 @@ class Ticket:
         self.state = NEW
         self.mode: str | None = None
         self.grant = None
-        self._lock = threading.Lock()
         self._fut: asyncio.Future | None = None
         self._lease: asyncio.TimerHandle | None = None
         self._defer_timer: asyncio.TimerHandle | None = None
@@ -106,8 +108,9 @@ class Ticket:
         return self.entry.dispatched_at - self.entry.arrival
 
     # ---- lifecycle ------------------------------------------------------------------------
-    async def acquire(self, timeout: float | None = None) -> None:
-        """Wait for a slot.
+    def acquire(self, timeout: float | None = None) -> Coroutine[Any, Any, None]:
+        """Wait for a slot (``await ticket.acquire(timeout)``; the store's wait itself, one
+        coroutine per waiter).
 
         Args:
             timeout: seconds to wait at most, or None.
@@ -120,12 +123,15 @@ class Ticket:
                 or the Redis store failing closed); ``release`` is then a no-op.
             sjf_core._errors.Superseded: a newer request with the same supersede key
                 replaced it while it was queued (``release`` is then a no-op).
-            RuntimeError: the ticket was already used.
+            RuntimeError: the ticket was already used (raised when awaited).
         """
+        return self.queue._grant(self, timeout)
+
+    def _start(self) -> None:
+        """First step of every store's ``_grant``: NEW → QUEUED, once."""
         if self.state is not NEW:
             raise RuntimeError(f"ticket already {self.state}")
         self.state = QUEUED
-        await self.queue._grant(self, timeout)
 
     def release(self, answer_tokens: int | None = None) -> bool:
         """Give the slot back (idempotent, thread-safe, never raises).
@@ -138,16 +144,16 @@ class Ticket:
             True if this call released a held slot; False if it was already released,
             or if the ticket was still waiting (it is then withdrawn from the queue).
         """
-        with self._lock:
+        with _STATE_LOCK:
             state = self.state
-            if state is QUEUED or state is DEFERRED:
-                self.queue._withdraw(self)
-                return False
-            if state is not RUNNING:
-                return False
-            self.state = RELEASED
-        self._in_loop(self.queue._finish, self, answer_tokens, False)
-        return True
+            if state is RUNNING:
+                self.state = RELEASED
+        if state is RUNNING:
+            self._in_loop(self.queue._finish, self, answer_tokens, False)
+            return True
+        if state is QUEUED or state is DEFERRED:
+            self.queue._withdraw(self)
+        return False
 
     async def arelease(self, answer_tokens: int | None = None) -> bool:
         """:meth:`release`, then wait until the store has processed it (or failed)."""
@@ -162,7 +168,7 @@ class Ticket:
 
     def _expire(self) -> None:
         """The hold limit ran out: force-release (once; the owner's release then returns False)."""
-        with self._lock:
+        with _STATE_LOCK:
             if self.state is not RUNNING:
                 return
             self.state = RELEASED
