@@ -97,8 +97,8 @@ class AdmissionQueue:
 
     # ---- what the ticket asks of its store (called by Ticket only) --------------------
     async def _grant(self, t: "Ticket", timeout: float | None) -> None:
-        """``t._start()`` (NEW → QUEUED), then wait until ``t`` holds a slot; on any raise,
-        leave it owning nothing."""
+        """``t._start()`` (NEW → QUEUED), set ``t.loop``, then wait until ``t`` holds a slot;
+        on any raise, leave it owning nothing."""
         raise NotImplementedError
 
     def _withdraw(self, t: "Ticket") -> None:
@@ -111,10 +111,6 @@ class AdmissionQueue:
 
     def _renew(self, t: "Ticket") -> None:
         """Restart ``t``'s hold limit."""
-        raise NotImplementedError
-
-    def _loop_of(self, t: "Ticket"):
-        """The event loop that owns ``t`` (None before it is known)."""
         raise NotImplementedError
 
     async def _settled(self, t: "Ticket") -> None:

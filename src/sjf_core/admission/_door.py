@@ -29,12 +29,14 @@ class _Door:
 
     def _submit(self, t: "Ticket") -> None:
         """Admission: enqueue, defer or reject ``t`` (overload control)."""
-        if not self._dispatches_at_once():
+        if (self._in_flight >= self.slots or len(self.pending) or self._deferred or self.overload is not None
+                or self._throttler is not None):  # it would not be granted at once
             # the order matters now: score the newcomer and any request running unscored
             if t._scorer is not None:
                 self._score(t)
-            for r in [r for r in self._running if r._scorer is not None]:  # at most `slots` tickets
-                self._score(r)
+            for r in tuple(self._running):  # at most `slots` tickets
+                if r._scorer is not None:
+                    self._score(r)
         if t.entry.supersede is not None:
             self._supersede_older(t)
         if self.overload is None:

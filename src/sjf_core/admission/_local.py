@@ -191,7 +191,7 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         if self._loop is not loop and (self._loop is None or self._loop.is_closed()
                                        or (self._in_flight == 0 and len(self.pending) == 0)):
             self._loop = loop
-        loop = self._loop
+        loop = t.loop = self._loop
         fut = t._fut = loop.create_future()
         started = loop.time() if self._throttler is not None else 0.0
         self._submit(t)
@@ -213,9 +213,6 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
 
     def _withdraw(self, t: Ticket) -> None:
         t._in_loop(self._abandon, t)
-
-    def _loop_of(self, t: Ticket):
-        return self._loop
 
     def _renew(self, t: Ticket) -> None:
         t._in_loop(self._arm_lease, t)
@@ -250,11 +247,6 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
             t._lease = self._loop.call_later(ttl, t._expire)
 
     # ---- internals ------------------------------------------------------------------
-    def _dispatches_at_once(self) -> bool:
-        """True when a request submitted now is granted a slot without waiting."""
-        return (self._in_flight < self.slots and not len(self.pending) and not self._deferred
-                and self.overload is None and self._throttler is None)
-
     def _score(self, t: Ticket) -> None:
         """Score a ticket made with a ``scorer``. A scorer error gives an unscored
         (FCFS-key) entry, as an unscorable body does."""

@@ -54,6 +54,7 @@ class _RedisGrants:
     async def _grant(self, t: Ticket, timeout: float | None) -> None:
         t._start()
         g = t.grant = RedisGrant(self._state())
+        t.loop = g.ls.loop
         # A task of its own, so that release() while queued can cancel the wait.
         g.acq_task = g.ls.loop.create_task(self._acquire(t))
         try:
@@ -72,9 +73,6 @@ class _RedisGrants:
     def _withdraw(self, t: Ticket) -> None:
         if t.grant is not None and t.grant.acq_task is not None:  # acquire() raises CancelledError and leaves
             t._in_loop(t.grant.acq_task.cancel)
-
-    def _loop_of(self, t: Ticket):
-        return t.grant.ls.loop if t.grant is not None else None
 
     def _renew(self, t: Ticket) -> None:
         if t.mode == "local":

@@ -63,6 +63,7 @@ class Ticket:
         (``entry.payload`` is this ticket). state: a :class:`TicketState`.
         mode: the Redis store's "redis" (granted by Redis) or "local" (fail-open);
         None on the local store. grant: the Redis store's per-ticket record, else None.
+        loop: the event loop that owns the ticket (None until ``acquire`` runs).
 
     Example::
 
@@ -71,7 +72,7 @@ class Ticket:
     """
 
     # _fut, _lease, _defer_timer, _scorer belong to the local store (a future grants the slot)
-    __slots__ = ("queue", "entry", "state", "mode", "grant", "_fut", "_lease", "_defer_timer", "_scorer",
+    __slots__ = ("queue", "entry", "state", "mode", "grant", "loop", "_fut", "_lease", "_defer_timer", "_scorer",
                  "__weakref__")
 
     def __init__(self, queue: "AdmissionQueue", entry: "Entry"):
@@ -81,6 +82,7 @@ class Ticket:
         self.state = NEW
         self.mode: str | None = None
         self.grant = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the owning loop, set by the store's grant
         self._fut: asyncio.Future | None = None
         self._lease: asyncio.TimerHandle | None = None
         self._defer_timer: asyncio.TimerHandle | None = None
@@ -177,7 +179,7 @@ class Ticket:
 
     def _in_loop(self, fn, *args) -> None:
         """Run ``fn(*args)`` on the loop that owns this ticket (now, if that is this one)."""
-        loop = self.queue._loop_of(self)
+        loop = self.loop
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
