@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from sjf_core._errors import Superseded
 from sjf_core.admission._redis_wire import OWNER, RedisUnavailable, _LoopState
 from sjf_core.admission._ticket import QUEUED, RUNNING, Ticket, TicketState
@@ -108,6 +109,37 @@ class _RedisGrants:
         g.release_task = g.ls.spawn(self._send_release(t, true_class, tokens))
 
     # ---- the Redis wait -----------------------------------------------------------------------
+    # enqueue arguments (numbers and hashes only, never prompt text)
+    @staticmethod
+    def _supersede_arg(entry) -> str:
+        """The entry's supersede key as stored in Redis: a hash of it (never the key itself), or ""."""
+        if not isinstance(entry.supersede, str) or not entry.supersede:
+            return ""
+        from sjf_core.policy._tenants import hash_id
+
+        return hash_id("supersede", entry.supersede)
+
+    def _tenant_args(self, entry) -> list:
+        """``[tenant, weight]`` enqueue arguments: the entry's tenant id (no spaces, at most
+        64 characters) with fair shares on, else ``["", 1]`` (one shared order)."""
+        t = entry.tenant
+        if not self.fairness.enabled or not isinstance(t, str) or not t:
+            return ["", "1"]
+        return ["".join(c if c.isalnum() or c in "-_.:" else "_" for c in t)[:64], repr(float(self.fairness.weight(t)))]
+
+    @staticmethod
+    def _tokens(entry) -> str:
+        """Predicted answer tokens (for the server's expected service time), or "0"."""
+        x = float(entry.expected_tokens or 0.0)
+        return repr(x) if math.isfinite(x) and x > 0 else "0"
+
+    def _deadline_in(self, entry) -> str:
+        """The deadline relative to now (s), or "" without one. The server subtracts the
+        expected service time (shared statistics) to get the latest start time."""
+        if entry.deadline is None or not math.isfinite(entry.deadline):
+            return ""
+        return f"{entry.deadline - self.clock():.6f}"
+
     async def _acquire(self, t: Ticket) -> None:
         g, ls, entry = t.grant, t.grant.ls, t.entry
         self.stats.enqueued += 1
