@@ -90,9 +90,38 @@ class AdmissionQueue:
     def ticket(self, prediction: "Prediction | None" = None, meta: "RequestMeta | None" = None,
                arrival: float | None = None,
                scorer: "Callable[[], tuple[Prediction | None, RequestMeta | None]] | None" = None) -> "Ticket":
-        """A new ticket (nothing waits until ``acquire``). ``scorer`` (with ``prediction``
-        None) returns ``(prediction, meta)``; a store calls it when an order is to be
-        decided, at once if it must know the class at the door."""
+        """Make a ticket for one request (it waits only once acquired).
+
+        Args:
+            prediction: the predicted length, or None for an unscored request,
+                which is placed at the policy's neutral key (fail-open).
+            meta: request metadata (max_tokens, priority, deadline).
+            arrival: original arrival on this queue's clock (seconds), e.g. for an
+                SDK retry; default now.
+            scorer: with ``prediction`` None, a callable returning this request's
+                ``(prediction, meta)`` (``meta`` then replaces the argument). A store
+                that needs the class at the door (the Redis store; a local queue with
+                overload control or a rate limit) calls it at once; the local queue
+                otherwise only when there is an order to decide: at submit when the
+                request would wait, or when a later request arrives while it runs. A
+                request granted a slot at once and alone until its release is never
+                scored: its events carry ``entry.scored = False`` (metrics label it
+                ``idle``) and it feeds only true-class statistics.
+        """
+        if scorer is not None and prediction is None:
+            if self._scores_at_door():
+                prediction, meta = scorer()
+                scorer = None
+        else:
+            scorer = None
+        return self._new_ticket(prediction, meta, arrival, scorer)
+
+    def _scores_at_door(self) -> bool:
+        """True when this store needs a request's class before it enters the queue."""
+        raise NotImplementedError
+
+    def _new_ticket(self, prediction, meta, arrival, scorer) -> "Ticket":
+        """The store's ticket; ``scorer`` (or None) is left to the store to call later."""
         raise NotImplementedError
 
     # ---- what the ticket asks of its store (called by Ticket only) --------------------

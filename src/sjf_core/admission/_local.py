@@ -28,8 +28,7 @@ from sjf_core.admission._overload import OverloadConfig, OverloadControl
 from sjf_core.admission._ratelimit import RateLimit
 from sjf_core.admission._ticket import DEFERRED, QUEUED, RUNNING, Ticket, TicketState
 from sjf_core.policy._entry import Entry, class_of_tokens
-from sjf_core.policy._policies import Policy, RequestMeta, make_policy
-from sjf_core.predict._prediction import Prediction
+from sjf_core.policy._policies import Policy, make_policy
 
 log = logging.getLogger("sjf_core.admission._local")
 
@@ -144,36 +143,13 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         return self.pending.tau.tau_s
 
     # ---- tickets ------------------------------------------------------------------
-    def ticket(
-        self,
-        prediction: Prediction | None = None,
-        meta: RequestMeta | None = None,
-        arrival: float | None = None,
-        scorer: Callable[[], tuple[Prediction | None, RequestMeta | None]] | None = None,
-    ) -> Ticket:
-        """Make a ticket for one request (it waits only once acquired).
+    def _scores_at_door(self) -> bool:
+        return self.overload is not None or self.rate_limit is not None
 
-        Args:
-            prediction: the predicted length, or None for an unscored request,
-                which is placed at the policy's neutral key (fail-open).
-            meta: request metadata (max_tokens, priority, deadline).
-            arrival: original arrival on this queue's clock (seconds), e.g. for an
-                SDK retry; default now.
-            scorer: with ``prediction`` None, a callable returning this request's
-                ``(prediction, meta)`` (``meta`` then replaces the argument). With
-                overload control or a rate limit it is called at once (the class is
-                needed at the door); otherwise only when there is an order to decide:
-                at submit when the request would wait, or when a later request arrives
-                while it runs. A request granted a slot at once and alone until its
-                release is never scored: its events carry ``entry.scored = False``
-                (metrics label it ``idle``) and it feeds only true-class statistics.
-        """
-        if scorer is not None and prediction is None and (self.overload is not None or self.rate_limit is not None):
-            prediction, meta = scorer()
-            scorer = None
+    def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
         entry = self._make_entry(prediction, meta, arrival)
         t = Ticket(self, entry)
-        if scorer is not None and prediction is None:
+        if scorer is not None:
             entry.fallback = False
             entry.scored = False  # not yet: see _score
             t._scorer = scorer

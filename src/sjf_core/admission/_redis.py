@@ -44,8 +44,7 @@ from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, FAIL_MODES, O
 from sjf_core.admission._ticket import Ticket
 from sjf_core.policy._entry import class_of_tokens
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN
-from sjf_core.policy._policies import Policy, RequestMeta, make_policy
-from sjf_core.predict._prediction import Prediction
+from sjf_core.policy._policies import Policy, make_policy
 
 log = logging.getLogger("sjf_core.admission._redis")
 
@@ -218,22 +217,12 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
         return out
 
     # ---- tickets ---------------------------------------------------------------------
-    def ticket(
-        self,
-        prediction: Prediction | None = None,
-        meta: RequestMeta | None = None,
-        arrival: float | None = None,
-        scorer: Callable[[], tuple[Prediction | None, RequestMeta | None]] | None = None,
-    ) -> Ticket:
-        """Make a ticket for one request (it waits only once acquired).
+    def _scores_at_door(self) -> bool:
+        return True  # the server orders by the key: it is needed at the enqueue
 
-        Args: as :meth:`LocalAdmissionQueue.ticket
-        <sjf_core.admission._local.LocalAdmissionQueue.ticket>` (``arrival`` on this queue's
-        local clock; it is sent to Redis as an age, so the hosts' clocks need not agree). The
-        store needs the class at the door: a ``scorer`` is called at once.
-        """
-        if scorer is not None and prediction is None:
-            prediction, meta = scorer()
+    def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
+        # ``arrival`` is on this process's clock; it is sent to Redis as an age, so the
+        # hosts' clocks need not agree
         return Ticket(self, self.local._make_entry(prediction, meta, arrival))
 
     async def aclose(self) -> None:
