@@ -416,29 +416,40 @@ async def test_dead_waiter_is_removed(stores):
     await w.arelease()
 
 
-async def test_waiters_do_not_poll(stores, redis_url):
-    q = stores(slots=1)
-    hold = q.ticket(pred(0.1))
-    await hold.acquire()
-    async def job():
-        async with q.ticket(pred(0.5)):
-            pass
+async def test_waiters_do_not_poll(stores):
+    """Five waiters behind a held slot send Redis nothing while idle but the batched
+    heartbeat: every command is counted (INFO commandstats on a server of this test's own,
+    so no other test's traffic is in the figures)."""
+    with RedisServer() as srv:
+        # heartbeat every min(ttl) / 3 = 10 s: at most one lands in the 2 s window
+        q = stores(url=srv.url, slots=1, waiter_ttl_s=30.0, redis_lease_ttl_s=30.0)
+        hold = q.ticket(pred(0.1))
+        await hold.acquire()
 
-    tasks = [asyncio.create_task(job()) for _ in range(5)]
-    await asyncio.sleep(0.3)
-    r = ra.Redis.from_url(redis_url, decode_responses=True)
-    before = await r.info("commandstats")
-    await asyncio.sleep(1.0)  # LiteLLM's scheduler would poll ~33 times per waiter here
-    after = await r.info("commandstats")
-    await r.aclose()
+        async def job():
+            async with q.ticket(pred(0.5)):
+                pass
 
-    def calls(stats):
-        return sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_blpop",
-                                                                  "cmdstat_get", "cmdstat_zrange"))
+        tasks = [asyncio.create_task(job()) for _ in range(5)]
+        r = ra.Redis.from_url(srv.url, decode_responses=True)
+        for _ in range(2000):  # event-based: until all five wait in Redis (and block in BLPOP)
+            info = await r.info("commandstats")
+            if (await q.snapshot())["waiting"] == 5 and info.get("cmdstat_blpop", {}).get("calls", 0) >= 5:
+                break
+            await asyncio.sleep(0.005)
+        before = await r.info("commandstats")
+        await asyncio.sleep(2.0)  # LiteLLM's scheduler would poll ~66 times per waiter here
+        after = await r.info("commandstats")
+        await r.aclose()
 
-    assert calls(after) - calls(before) <= 2 + 1  # at most a heartbeat, plus the INFO itself
-    await hold.arelease()
-    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        delta = {k: after[k]["calls"] - before.get(k, {}).get("calls", 0) for k in after}
+        delta = {k.removeprefix("cmdstat_"): n for k, n in delta.items() if n}
+        expected = {"info": 1}  # the first INFO above (a command is counted once it has run)
+        assert delta.get("evalsha", 0) <= 1, delta  # at most one heartbeat
+        assert {k: n for k, n in delta.items() if k != "evalsha"} == expected, delta
+        await hold.arelease()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        await q.aclose()
 
 
 # ---- τ in Redis -------------------------------------------------------------------------------
