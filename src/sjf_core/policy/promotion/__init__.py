@@ -12,8 +12,8 @@ from sjf_core.policy.promotion._aging import DEFAULT_AGING_HORIZON, Aging
 from sjf_core.policy.promotion._base import (REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, WIRE_DEFAULTS, PendingView,
                                              PromotionRule, PromotionStrategy, work_tokens)
 from sjf_core.policy.promotion._fcfs_bound import DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, FCFSBound
-from sjf_core.policy.promotion._max_wait import MaxWait, with_max_wait
-from sjf_core.policy.promotion._registry import PROMOTIONS, RULES, make_promotion
+from sjf_core.policy.promotion._max_wait import MaxWait
+from sjf_core.policy.promotion._registry import PROMOTIONS, RULES, make_promotion, with_max_wait
 from sjf_core.policy.promotion._threshold import OneInK, Strict
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN, WorkAging
 from sjf_core.policy.promotion._work_bound import DEFAULT_WORK_SLACK, WorkBound

@@ -3,7 +3,7 @@
 
 :class:`MaxWait` wraps a rule: its due waiters (earliest ``arrival + max_wait_s`` of the top
 band) go before the wrapped rule's, which sees every other call unchanged. "fcfs-bound"
-keeps its bounds on the same clock, so :func:`with_max_wait` folds the cap into its own
+keeps its bounds on the same clock, so :func:`~sjf_core.policy.promotion.with_max_wait` folds the cap into its own
 index instead (one index, one floor check, as the Redis scripts do). ``max_wait_s``: > 0
 seconds; None or infinity: no bound.
 """
@@ -11,12 +11,10 @@ seconds; None or infinity: no bound.
 from __future__ import annotations
 
 import heapq
-import math
 from typing import Any
 
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import PromotionRule, band_top, check
-from sjf_core.policy.promotion._fcfs_bound import FCFSBound
 
 
 class MaxWait(PromotionRule):
@@ -73,19 +71,3 @@ class MaxWait(PromotionRule):
     def wire(self) -> dict[str, Any]:
         return dict(self.inner.wire(), max_wait_s=self.max_wait_s)
 
-
-def with_max_wait(rule: PromotionRule, max_wait_s: float | None) -> PromotionRule:
-    """``rule`` with the absolute bound ``max_wait_s`` (None / infinity: ``rule`` itself).
-
-    Raises:
-        ValueError: ``max_wait_s`` not a positive number of seconds.
-    """
-    if max_wait_s is None:
-        return rule
-    check(rule.name, "max_wait_s", max_wait_s, strict=True, finite=False)
-    if math.isinf(float(max_wait_s)):
-        return rule
-    if isinstance(rule, FCFSBound):
-        rule.cap_s = float(max_wait_s)
-        return rule
-    return MaxWait(rule, max_wait_s)

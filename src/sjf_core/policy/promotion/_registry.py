@@ -7,11 +7,13 @@ Every option passed is validated by the rule that owns it, whichever rule is cho
 
 from __future__ import annotations
 
+import math
+
 from sjf_core.policy.promotion._aged_sjf import AgedSJF
 from sjf_core.policy.promotion._aging import DEFAULT_AGING_HORIZON, Aging
-from sjf_core.policy.promotion._base import PromotionRule
+from sjf_core.policy.promotion._base import PromotionRule, check
 from sjf_core.policy.promotion._fcfs_bound import DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, FCFSBound
-from sjf_core.policy.promotion._max_wait import with_max_wait
+from sjf_core.policy.promotion._max_wait import MaxWait
 from sjf_core.policy.promotion._threshold import OneInK, Strict
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN, WorkAging
 from sjf_core.policy.promotion._work_bound import DEFAULT_WORK_SLACK, WorkBound
@@ -22,6 +24,23 @@ RULES: dict[str, type[PromotionRule]] = {
     "fcfs-bound": FCFSBound, "work-aging": WorkAging, "work-bound": WorkBound,
 }
 PROMOTIONS = tuple(RULES)
+
+
+def with_max_wait(rule: PromotionRule, max_wait_s: float | None) -> PromotionRule:
+    """``rule`` with the absolute bound ``max_wait_s`` (None / infinity: ``rule`` itself).
+
+    Raises:
+        ValueError: ``max_wait_s`` not a positive number of seconds.
+    """
+    if max_wait_s is None:
+        return rule
+    check(rule.name, "max_wait_s", max_wait_s, strict=True, finite=False)
+    if math.isinf(float(max_wait_s)):
+        return rule
+    if isinstance(rule, FCFSBound):
+        rule.cap_s = float(max_wait_s)
+        return rule
+    return MaxWait(rule, max_wait_s)
 
 
 def make_promotion(name: str = "strict", *, k: int = 2, key_span: float = 1.0,
