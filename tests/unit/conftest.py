@@ -15,6 +15,11 @@ import socket
 
 import pytest
 
+try:  # urllib3 probes for IPv6 by binding ::1 once, at import: let it, before the guard is on
+    import urllib3.util.connection  # noqa: F401
+except ImportError:
+    pass
+
 
 class SocketInUnitTest(RuntimeError):
     """A unit test tried to open a network endpoint; move it to tests/integration/."""
