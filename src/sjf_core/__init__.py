@@ -13,10 +13,12 @@ Prediction
     :func:`request_meta`, :class:`RequestMeta`, :data:`FEATURE_NAMES` (the paper's v1 layout).
 Policy
     :func:`make_policy`, :class:`Policy`, :class:`Entry`, :data:`CLASS_NAMES`,
-    :func:`class_of_tokens`, :class:`TauConfig`, :class:`TauEstimator`, :class:`Fairness`.
+    :func:`class_of_tokens`, :class:`TauConfig`, :class:`TauEstimator`, :class:`Fairness`,
+    :func:`make_promotion` and :class:`PromotionStrategy` (starvation guards;
+    all rules in :mod:`sjf_core.policy.promotion`).
 Admission
-    :class:`AdmissionQueue`, :class:`Ticket`, :class:`QueueEvents`, :class:`QueueStats`,
-    :class:`RedisAdmissionQueue`, :class:`OverloadConfig`.
+    :class:`AdmissionQueue`, :class:`Ticket`, :class:`TicketState`, :class:`QueueEvents`,
+    :class:`QueueStats`, :class:`RedisAdmissionQueue`, :class:`OverloadConfig`.
 Errors (messages never contain prompt text)
     :class:`AdmissionRejected` (overload: retry later), :class:`Superseded` (replaced while
     queued), :class:`PredictorError` (a model file is missing or unreadable).
@@ -28,10 +30,12 @@ from sjf_core._errors import AdmissionRejected, Superseded
 from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
 from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, Ticket
 from sjf_core.admission._overload import OverloadConfig
+from sjf_core.admission._ticket import TicketState
 from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.policy._tau import TauConfig, TauEstimator
 from sjf_core.policy._tenants import Fairness
+from sjf_core.policy.promotion import PromotionStrategy, make_promotion
 from sjf_core.predict._meta import request_meta
 from sjf_core.predict._prediction import Prediction
 from sjf_core.predict._text import scored_text
@@ -72,8 +76,9 @@ __all__ = [
     "load_predictor", "Predictor", "Prediction", "scored_text", "request_meta", "RequestMeta", "FEATURE_NAMES",
     # policy
     "make_policy", "Policy", "Entry", "CLASS_NAMES", "class_of_tokens", "TauConfig", "TauEstimator", "Fairness",
+    "make_promotion", "PromotionStrategy",
     # admission
-    "AdmissionQueue", "Ticket", "QueueEvents", "QueueStats", "RedisAdmissionQueue", "OverloadConfig",
+    "AdmissionQueue", "Ticket", "TicketState", "QueueEvents", "QueueStats", "RedisAdmissionQueue", "OverloadConfig",
     # errors
     "AdmissionRejected", "Superseded", "PredictorError",
     # extensions
