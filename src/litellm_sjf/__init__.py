@@ -10,10 +10,6 @@ Add one line to the proxy's ``config.yaml``::
 Settings come from ``SJF_*`` environment variables and/or a file named by ``SJF_CONFIG``
 (see :mod:`litellm_sjf.settings` and ``examples/litellm_config.yaml``). How requests
 are held and released: :mod:`litellm_sjf.handler`.
-
-Public names: :data:`proxy_handler_instance` (what LiteLLM loads), :class:`SJFHandler` (to
-build one with explicit settings or a scheduler), :class:`PluginSettings` and
-:func:`load_settings` (the plugin's settings), :func:`status` (read-only state).
 """
 
 from __future__ import annotations
