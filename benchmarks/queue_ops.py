@@ -306,14 +306,15 @@ def _one_cell(src: str, n: int, ops: int, seed: int, policy: str, promotion: str
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         env = dict(os.environ, PYTHONPATH=src)
-        cmd = [sys.executable, os.path.abspath(__file__), "--levels", "admission,handoff", "--sizes", str(n),
-               "--ops", str(ops), "--repeat", "1", "--policies", policy, "--promotions", promotion,
+        cmd = [sys.executable, os.path.abspath(__file__), "--levels", "admission,handoff,pending",
+               "--sizes", str(n), "--ops", str(ops), "--repeat", "1", "--policies", policy, "--promotions", promotion,
                "--seed", str(seed), "--json", out]
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             rows = json.load(f)["rows"]
     got = {r["level"]: r["us_per_op"] for r in rows}
-    return {"admission": got["admission"], "handoff": got["handoff"], "promotion": rows[0]["promotion"]}
+    return {"admission": got["admission"], "handoff": got["handoff"], "pending": got["pending"],
+            "promotion": rows[0]["promotion"]}
 
 
 def compare(before_src: str, sizes: list[int], ops: int, repeat: int, policy: str, promotion: str,
@@ -322,8 +323,11 @@ def compare(before_src: str, sizes: list[int], ops: int, repeat: int, policy: st
     trees = {"before": os.path.abspath(before_src), "after": HERE_SRC}
     print(f"live queue cost above the asyncio floor, µs per request (policy {policy}, promotion {promotion}, "
           f"{ops} ops, best of {repeat}; before = {trees['before']}, after = {trees['after']})", flush=True)
-    print(f"{'waiters':>8} | {'before: admission':>17} {'floor':>6} {'cost':>6} | "
-          f"{'after: admission':>16} {'floor':>6} {'cost':>6} | {'after/before':>12}", flush=True)
+    print("cost = admission − floor (handoff); of it, 'pend' is the pure pending structure alone "
+          "(push + pop + observe, no tasks) and 'rest' = cost − pend (ticket, future, listeners, lease)", flush=True)
+    print(f"{'waiters':>8} | {'before: admission':>17} {'floor':>6} {'cost':>6} {'pend':>6} {'rest':>6} | "
+          f"{'after: admission':>16} {'floor':>6} {'cost':>6} {'pend':>6} {'rest':>6} | {'cost after/before':>17}",
+          flush=True)
     rows = []
     for n in sizes:
         best: dict[str, dict] = {}
@@ -336,15 +340,16 @@ def compare(before_src: str, sizes: list[int], ops: int, repeat: int, policy: st
                 else:
                     best[side]["admission"] = min(best[side]["admission"], cell["admission"])
                     best[side]["handoff"] = min(best[side]["handoff"], cell["handoff"])
+                    best[side]["pending"] = min(best[side]["pending"], cell["pending"])
         for cell in best.values():
             cell["cost"] = cell["admission"] - cell["handoff"]
         b, a = best["before"], best["after"]
         rows.append({"waiters": n, "before": b, "after": a})
         if b["promotion"] != a["promotion"]:
             print(f"note: the trees' default promotions differ: before {b['promotion']}, after {a['promotion']}")
-        print(f"{n:>8} | {b['admission']:>17.2f} {b['handoff']:>6.2f} {b['cost']:>6.2f} | "
-              f"{a['admission']:>16.2f} {a['handoff']:>6.2f} {a['cost']:>6.2f} | {a['cost'] / b['cost']:>12.2f}",
-              flush=True)
+        print(f"{n:>8} | {b['admission']:>17.2f} {b['handoff']:>6.2f} {b['cost']:>6.2f} {b['pending']:>6.2f} "
+              f"{b['cost'] - b['pending']:>6.2f} | {a['admission']:>16.2f} {a['handoff']:>6.2f} {a['cost']:>6.2f} "
+              f"{a['pending']:>6.2f} {a['cost'] - a['pending']:>6.2f} | {a['cost'] / b['cost']:>17.2f}", flush=True)
     big = rows[-1]
     print(f"after at {big['waiters']} waiters: {big['after']['cost']:.2f} µs/request above the floor "
           f"(target ≤ 20); growth {big['after']['cost'] / rows[0]['after']['cost']:.2f}× vs {rows[0]['waiters']}")
