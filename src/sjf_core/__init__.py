@@ -2,7 +2,7 @@
 
 Public API (see README): :func:`load_predictor`, :class:`Predictor`, :class:`Prediction`,
 :data:`FEATURE_NAMES`, :class:`AdmissionQueue`, :class:`Ticket`, :class:`Scheduler`,
-:func:`make_policy`.
+:class:`SchedulerConfig`, :class:`BackendConfig`, :func:`start_metrics`, :func:`make_policy`.
 """
 
 from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, Ticket
@@ -10,6 +10,8 @@ from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
 from sjf_core._scheduler import Scheduler, default_scheduler
+from sjf_core.config import BackendConfig, SchedulerConfig
+from sjf_core.ext._metrics import start_metrics
 from sjf_core.policy._tau import TauConfig, TauEstimator
 
 __version__ = "0.1.0"
@@ -31,5 +33,6 @@ def __getattr__(name):
 __all__ = [
     "AdmissionQueue", "QueueEvents", "QueueStats", "Ticket", "CLASS_NAMES", "Entry", "class_of_tokens",
     "Policy", "RequestMeta", "make_policy", "Prediction", "Scheduler", "default_scheduler",
+    "SchedulerConfig", "BackendConfig", "start_metrics",
     "TauConfig", "TauEstimator", "load_predictor", "Predictor", "PredictorError", "FEATURE_NAMES",
 ]
