@@ -364,7 +364,7 @@ class SJFHandler(CustomLogger):
         t = call.ticket
         freed = False
         if t is not None:
-            was_running = t.state == "running"
+            was_running = t.running
             try:
                 freed = bool(t.release(answer_tokens))
             except Exception:
@@ -471,13 +471,13 @@ class SJFHandler(CustomLogger):
                 await self._resolve_auto_slots(backend, call.probe)
             t = call.ticket
             if t is not None:
-                if t.state == "running" and call.backend == backend:
+                if t.running and call.backend == backend:
                     t.renew()  # a retry of this call on the same backend keeps its slot
                     call.acquired_wall = time.time()  # backup events of the failed attempt must not release it
                     return None
                 if t.state in ("new", "queued"):
                     return None
-                if t.state == "running":
+                if t.running:
                     t.release(None)  # re-run on another backend: hand the old slot back
                     self.counters["released_rerun"] += 1
             ticket = self.scheduler.ticket(backend, call.meta_body, call.endpoint, call.headers,
@@ -558,7 +558,7 @@ class SJFHandler(CustomLogger):
         try:
             call = self._find(request_data)
             t = call.ticket if call is not None else None
-            if call is None or call.draining or t is None or t.state != "running":
+            if call is None or call.draining or t is None or not t.running:
                 return None
             if _backend_answered(exception):
                 self._release(call, None, "failure", forget=False)
@@ -589,7 +589,7 @@ class SJFHandler(CustomLogger):
         """True when ``exc`` is LiteLLM's 499 (client disconnected) for a running
         non-streamed call: the backend may still be generating."""
         t = call.ticket
-        return (getattr(exc, "status_code", None) == 499 and t is not None and t.state == "running"
+        return (getattr(exc, "status_code", None) == 499 and t is not None and t.running
                 and not call.stream)
 
     def _probe_orphan(self, call: _Call, forget: bool = True, before=None) -> None:
@@ -597,7 +597,7 @@ class SJFHandler(CustomLogger):
         when an idle probe returns (``on_disconnect: release``, or no ``api_base`` to
         probe: release now). ``before``: a coroutine to await first (a stream's close)."""
         t = call.ticket
-        if t is None or t.state != "running":
+        if t is None or not t.running:
             return
         if self.settings.on_disconnect_for(call.backend) == "release" or call.probe is None:
             if call.probe is None:
@@ -657,7 +657,7 @@ class SJFHandler(CustomLogger):
             cid = kwargs.get("litellm_call_id")
             for call in list(self._calls.get(cid, ()) if isinstance(cid, str) else ()):
                 t = call.ticket
-                if call.draining or call.stream or t is None or t.state != "running" or call.acquired_wall is None:
+                if call.draining or call.stream or t is None or not t.running or call.acquired_wall is None:
                     continue
                 # only the attempt this event reports on: a retry admitted after it ended is not touched
                 end = end_time.timestamp() if hasattr(end_time, "timestamp") else None
@@ -682,7 +682,7 @@ class SJFHandler(CustomLogger):
         """
         try:
             call = self._find(request_data)
-            if call is not None and (call.ticket is None or call.ticket.state != "running"):
+            if call is not None and (call.ticket is None or not call.ticket.running):
                 call = None  # not admitted by us (fail-open or expired lease): pass through
         except Exception:
             self.counters["fail_open"] += 1

@@ -10,6 +10,16 @@ import argparse
 import importlib
 import sys
 
+#: Third-party packages a command may need, and the extra that installs them.
+EXTRA_OF = {"aiohttp": "bench", "tqdm": "bench", "matplotlib": "bench", "scipy": "bench",
+            "xgboost": "train", "onnxmltools": "train", "onnx": "train", "litellm": "litellm", "openai": "openai"}
+
+
+def _missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra that would install the module ``exc`` could not find, or None if not ours to name."""
+    top = (exc.name or "").split(".")[0]
+    return EXTRA_OF.get(top)
+
 SUBCOMMANDS = {
     "predict": "sjf_lab.commands.predict",
     "demo": "sjf_lab.commands.demo",
@@ -35,7 +45,17 @@ def main(argv: list[str] | None = None) -> int:
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("sjf_lab.commands"):
                 continue  # not built yet
-            raise
+            extra = _missing_extra(exc)
+            if extra is None:
+                raise
+            # A runtime-only install ([litellm], [openai]) lacks the tooling's dependencies:
+            # say which extra brings them instead of a traceback.
+            hint = f"needs {exc.name}: pip install 'clairvoyant-sjf[{extra}]'"
+            if name == wanted:
+                print(f"sjf {name}: {hint}", file=sys.stderr)
+                return 2
+            sub.add_parser(name, help=f"({hint})")
+            continue
         p = sub.add_parser(name, help=getattr(mod, "HELP", None), description=getattr(mod, "HELP", None))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
@@ -43,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    return int(args._run(args) or 0)
+    try:
+        return int(args._run(args) or 0)
+    except ModuleNotFoundError as exc:  # a command that imports its tooling lazily
+        extra = _missing_extra(exc)
+        if extra is None:
+            raise
+        print(f"sjf {args.command}: needs {exc.name}: pip install 'clairvoyant-sjf[{extra}]'", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
