@@ -84,6 +84,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from sjf_core.admission._probe import probe_gate, probe_stats
 from sjf_core._errors import AdmissionRejected, Superseded
 from sjf_core._scheduler import Scheduler, backend_key
+from sjf_core.ext._metrics import start_metrics
 
 from .deployment import backend_slots, probe_target
 from .settings import AUTO, PluginSettings, load_settings
@@ -318,17 +319,11 @@ class SJFHandler(CustomLogger):
             import importlib
 
             mod, _, attr = s.scheduler_factory.partition(":")
-            factory = getattr(importlib.import_module(mod), attr or "make_scheduler")
-            return factory()
-        opts = s.policy_options()
-        fixed = {k: v for k, v in s.backend_slots.items() if v != AUTO}  # "auto": asked per backend on first use
-        return Scheduler(predictor=s.predictor, policy=s.policy, tau=opts.pop("tau"),
-                         slots=1 if s.slots == AUTO else s.slots,
-                         backend_slots=fixed, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
-                         overload=s.overload, backend_overload=s.backend_overload or None,
-                         rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None,
-                         redis_url=s.redis_url, redis_options=s.redis or None,
-                         fairness=s.fairness_config(), defaults=s.intent_defaults())
+            sched = getattr(importlib.import_module(mod), attr or "make_scheduler")()
+        else:
+            sched = Scheduler(s.scheduler_config())  # "auto" slots: asked per backend on first use
+        start_metrics(s.config)  # SJF_METRICS_PORT: the explicit start (never by building a Scheduler)
+        return sched
 
     # ---- call records -------------------------------------------------------------------
     def _find(self, data: Any) -> _Call | None:
@@ -523,7 +518,7 @@ class SJFHandler(CustomLogger):
                 log.warning("litellm_sjf: slots: auto for %s: %s; using 1 slot", label, why)
             else:
                 log.info("litellm_sjf: slots: auto for %s: %d (%s)", label, n, why)
-            self.scheduler.backend_slots.setdefault(backend, n)
+            self.scheduler.set_slots(backend, n)
             fut.set_result(n)
         await asyncio.shield(fut)
 
