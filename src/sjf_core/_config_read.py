@@ -66,6 +66,11 @@ class Where:
     def __call__(self, key: str) -> str:
         return self.names.get(key, key)
 
+    def among(self, *keys: str) -> str:
+        """The names of those of ``keys`` that were set (for a check that spans several)."""
+        named = [self.names[k] for k in keys if k in self.names]
+        return " / ".join(dict.fromkeys(named)) or " / ".join(keys)
+
     def check(self, key: str, fn: Callable[[], Any]) -> Any:
         try:
             return fn()

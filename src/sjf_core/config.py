@@ -221,8 +221,8 @@ class SchedulerConfig:
         redis_opts = dict(base.redis_options)
         redis_opts.update(raw.get("redis") or {})
         c["redis_options"] = MappingProxyType(redis_opts)
-        c["fairness"] = w.check("fairness", lambda: _r.fairness(raw, base.fairness))
-        c["defaults"] = w.check("default_priority / default_deadline_s",
+        c["fairness"] = w.check(w.among("fairness", "tenants", "show_tenant_names"), lambda: _r.fairness(raw, base.fairness))
+        c["defaults"] = w.check(w.among("default_priority", "default_deadline_s", "backends", "tenants"),
                                 lambda: _r.intent_defaults(raw, base.defaults, probe.queue_key))
         for key in ("memory", "metrics"):
             if key in raw:
@@ -238,9 +238,9 @@ class SchedulerConfig:
 
     def _validate(self, w: "_r.Where") -> None:
         """Cross-field checks; raises ValueError naming the setting."""
-        w.check("policy / tau / promotion", self.make_policy)
+        w.check(w.among("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s"), self.make_policy)
         if self.redis_url:
-            url, opts = w.check("redis", lambda: redis_config(self.redis_url, dict(self.redis_options),
+            url, opts = w.check(w.among("redis_url", "redis", "policy"), lambda: redis_config(self.redis_url, dict(self.redis_options),
                                                              self.make_policy()))
             object.__setattr__(self, "redis_options", MappingProxyType(opts))
         for key, b in self.backends.items():
