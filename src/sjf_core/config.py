@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from sjf_core import _config_read as _r
+from sjf_core import _config_values as _v
 from sjf_core._config_read import AUTO, DISCONNECT_MODES
 from sjf_core.admission._backend_url import normalise
 from sjf_core.admission._overload import OverloadConfig
@@ -211,7 +212,7 @@ class SchedulerConfig:
         queues.update(raw.get("queues") or {})
         c["queues"] = MappingProxyType(queues)
         probe = dataclasses.replace(base, queues=c["queues"])
-        backends, warnings = _r.merge_backends(dict(base.backends), raw.get("backends") or {},
+        backends, warnings = _v.merge_backends(dict(base.backends), raw.get("backends") or {},
                                               raw.get("backend_slots_env") or {}, probe.queue_key, w,
                                               BackendConfig)
         c["backends"] = MappingProxyType(backends)
@@ -221,9 +222,9 @@ class SchedulerConfig:
         redis_opts = dict(base.redis_options)
         redis_opts.update(raw.get("redis") or {})
         c["redis_options"] = MappingProxyType(redis_opts)
-        c["fairness"] = w.check(w.among("fairness", "tenants", "show_tenant_names"), lambda: _r.fairness(raw, base.fairness))
+        c["fairness"] = w.check(w.among("fairness", "tenants", "show_tenant_names"), lambda: _v.fairness(raw, base.fairness))
         c["defaults"] = w.check(w.among("default_priority", "default_deadline_s", "backends", "tenants"),
-                                lambda: _r.intent_defaults(raw, base.defaults, probe.queue_key))
+                                lambda: _v.intent_defaults(raw, base.defaults, probe.queue_key))
         for key in ("memory", "metrics"):
             if key in raw:
                 c[key] = _r.on_off(raw[key])
@@ -231,7 +232,7 @@ class SchedulerConfig:
             c["plugins"] = str(raw["plugins"] if raw["plugins"] is not None else "auto").strip()
         if "metrics_port" in raw:
             c["metrics_port"] = None if raw["metrics_port"] in (None, "") else w.port("metrics_port", raw["metrics_port"])
-        c["adapter"] = _r.adapter(raw, base.adapter, w, AdapterConfig)
+        c["adapter"] = _v.adapter(raw, base.adapter, w, AdapterConfig)
         cfg = dataclasses.replace(base, **c)
         cfg._validate(w)
         return cfg
