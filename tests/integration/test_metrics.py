@@ -204,7 +204,8 @@ def test_sjf_metrics_port_starts_a_server_only_when_asked_in_a_fresh_process(tmp
         "assert start_metrics(s.config) is start_metrics(s.config)  # once per process\n"
         f"print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=10).read().decode())\n"
     )
-    env = {**os.environ, "SJF_METRICS_PORT": str(port), "SJF_PLUGINS": "none"}
+    # SJF_PREDICTOR=none: wrap() preloads no model in a thread the interpreter's exit would cut short
+    env = {**os.environ, "SJF_METRICS_PORT": str(port), "SJF_PLUGINS": "none", "SJF_PREDICTOR": "none"}
     env.pop("SJF_METRICS", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
