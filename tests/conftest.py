@@ -60,6 +60,9 @@ def redis_url(redis_server):
 
 
 # ==== backend truth across a whole test (owner: tests) ======================================
+import weakref
+
+
 @pytest.fixture(autouse=True)
 def _emulators_never_above_slots(request):
     """After every test whose fixtures include a harness with an ``emus`` dict (the proxy
@@ -73,6 +76,12 @@ def _emulators_never_above_slots(request):
             continue
         for key, emu in emus.items():
             st = emu.stats()
-            assert st["peak_in_flight"] <= st["slots"], \
+            # reported by the test in which the mark rose (a module's harness outlives a test)
+            rose = st["peak_in_flight"] > _PEAK_SEEN.get(emu, 0)
+            _PEAK_SEEN[emu] = st["peak_in_flight"]
+            assert not (rose and st["peak_in_flight"] > st["slots"]), \
                 f"{name}.emus[{key!r}] saw {st['peak_in_flight']} user requests at once, slots={st['slots']}"
+
+
+_PEAK_SEEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # emulator -> peak at the last check
 # ==== end backend truth =====================================================================

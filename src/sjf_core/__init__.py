@@ -1,8 +1,8 @@
 """clairvoyant-sjf core: prompt-only answer-length prediction and SJF admission for serial LLM backends.
 
 The public names are listed in ``__all__``; every other module is private (``_name``) and
-may change. ``import sjf_core`` is light: numpy, onnxruntime, pluggy and prometheus-client
-are imported only when a name that needs them is first used (the predictor, plugins, metrics).
+may change. ``import sjf_core`` is light: numpy, onnxruntime and pluggy are imported only when a name that
+needs them is first used (the predictor, plugins).
 How the parts fit together: docs/architecture.md.
 
 Scheduling
@@ -25,7 +25,7 @@ Errors (messages never contain prompt text)
     :class:`AdmissionRejected` (overload: retry later), :class:`Superseded` (replaced while
     queued), :class:`PredictorError` (a model file is missing or unreadable).
 Extensions
-    :data:`hookimpl` (pluggy marker for plugins), :class:`PrometheusMetrics`.
+    :data:`hookimpl` (pluggy marker for plugins; hook specs in :mod:`sjf_core.ext._hooks`).
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
@@ -56,7 +56,6 @@ _LAZY = {
     "FEATURE_NAMES": "sjf_core.predict._features",
     "RedisAdmissionQueue": "sjf_core.admission._redis",  # redis-py only when a queue connects
     "hookimpl": "sjf_core.ext._hooks",  # pluggy
-    "PrometheusMetrics": "sjf_core.ext._metrics",  # prometheus-client
 }
 
 
@@ -88,5 +87,5 @@ __all__ = [
     # errors
     "AdmissionRejected", "Superseded", "PredictorError",
     # extensions
-    "hookimpl", "PrometheusMetrics",
+    "hookimpl",
 ]
