@@ -11,9 +11,9 @@ order (``sjf_core``: same predictor, queue and policies as ``litellm_sjf``).
 See ``docs/openai_sjf.md``.
 """
 
-from .arrivals import ArrivalMemory
-from .client import queue_of, transport_of, wrap
-from .stream import AdmittedStream
-from .transport import SJFTransport, TransportStats
+from ._arrivals import ArrivalMemory
+from ._client import queue_of, transport_of, wrap
+from ._stream import AdmittedStream
+from ._transport import SJFTransport, TransportStats
 
 __all__ = ["wrap", "queue_of", "transport_of", "SJFTransport", "TransportStats", "AdmittedStream", "ArrivalMemory"]

@@ -24,7 +24,7 @@ import openai
 import pytest
 
 import openai_sjf
-from openai_sjf import registry
+from openai_sjf import _registry as registry
 from sjf_core.admission._local import QueueEvents
 from sjf_core.admission._probe import PROBE_HEADER, PROBE_PROMPT
 from sjf_lab.emulator import REQUEST_ID_HEADER, short_hash
@@ -299,7 +299,7 @@ async def test_zero_leaked_slots_after_mixed_outcomes(emulator_factory):
         async for _ in st:
             pass
     # a broken connection may leave the backend working: both drops held their slot until an
-    # idle probe of the backend returned (openai_sjf.orphans), then released it
+    # idle probe of the backend returned (openai_sjf._orphans), then released it
     await until(lambda: q.in_flight == 0)
     assert (t.stats.orphans, t.stats.probes_ok) == (2, 2)
 
@@ -542,7 +542,7 @@ async def test_priority_header_and_responses_stream_usage(emulator_factory):
 
 
 def test_usage_tokens_reads_only_real_usage_keys():
-    from openai_sjf.stream import usage_tokens
+    from openai_sjf._stream import usage_tokens
 
     assert usage_tokens(b"", b'{"usage":{"prompt_tokens":3,"completion_tokens": 75,"total_tokens":78}}') == 75
     assert usage_tokens(b'..."usage":{"completion_to', b'kens":12}}') == 12  # split across chunks

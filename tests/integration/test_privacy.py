@@ -195,7 +195,7 @@ async def test_openai_wrapper_never_leaks_the_prompt(sandbox, caplog, emulator_f
         return all(q.in_flight == 0 and q.waiting == 0 for q in sched.queues.values())
 
     # an orphan (the early-closed stream, a timed-out call) holds its slot until the wrapper's
-    # idle probe of the backend returns (openai_sjf.orphans): wait for that, event-based
+    # idle probe of the backend returns (openai_sjf._orphans): wait for that, event-based
     for _ in range(3000):
         if q_ok():
             break

@@ -12,7 +12,7 @@ Contract:
   so the map keeps the order of μ (no new ties in the SJF key).
 * :func:`decile_table` reports calibration: rows sorted by predicted tokens into deciles
   (weighted), predicted vs observed mean tokens per decile.
-* Applied at run time by :func:`sjf_core.predict._predictor.calibrated_log1p` (metadata ``sjf.calibration``).
+* Applied at run time by :func:`sjf_core.predict._model_file.calibrated_log1p` (metadata ``sjf.calibration``).
 """
 
 from __future__ import annotations

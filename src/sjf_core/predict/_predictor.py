@@ -1,38 +1,20 @@
-"""Prompt-only answer-length predictor: features -> ONNX model -> :class:`Prediction`.
+"""The loaded length model: features -> ONNX model -> :class:`Prediction`.
 
-A model file is an ONNX graph with one float32 input ``[N, F]`` and either
+Contract:
 
-* **classifier** outputs: class probabilities ``[N, 3]`` = [P(Short), P(Medium), P(Long)]
-  (a plain tensor, or the ``seq(map(int64, float))`` that onnxmltools' ZipMap gives),
-  usually beside a ``label`` output that is ignored; or
-* **regressor** output: ``[N, 1]`` (or ``[N]``) predicted ``ln(1 + answer_tokens)``.
+* :func:`load_predictor` (path or None = the shipped model) returns one :class:`Predictor` per
+  process per resolved path (cached, thread-safe); raises :class:`PredictorError` for a missing,
+  corrupt or unknown-layout file (:mod:`sjf_core.predict._model_file`).
+* :meth:`Predictor.predict` (one prompt, str) -> :class:`Prediction` (probabilities of
+  Short/Medium/Long, label, ``expected_tokens`` float >= 0, answer tokens); raises TypeError
+  for a non-str.
+* :meth:`Predictor.predict_features` (float32 [N, F]) -> (probabilities float32 [N, 3],
+  expected tokens float64 [N]); :meth:`Predictor.score_many` -> the ordering key float64 [N]
+  (higher = longer). ValueError for features of the wrong width.
 
-The file records how to read it in ONNX ``metadata_props`` (keys below). A file
-without them (such as the paper's published Model A) is read as a ``v1``
-classifier with bounds 200/800 (paper §4.1).
-
-====================  =======================================================
-key                   value
-====================  =======================================================
-``sjf.feature_layout``  ``v1`` (paper, 19 features) or ``v2`` (ours)
-``sjf.model_kind``      ``classifier`` or ``regressor``
-``sjf.class_bounds``    ``"200,800"``: Short < 200 <= Medium < 800 <= Long tokens
-``sjf.log_sigma``       regressor only: residual std of ln(1+tokens) on validation
-``sjf.calibration``     optional (regressor): JSON ``[[μ, ln(1+E[tokens])], ...]``,
-                        strictly increasing knots fitted on out-of-family predictions
-``sjf.lexicon``         optional (layout v3): the hashed word lexicon whose score fills
-                        the ``lexicon`` column (:mod:`sjf_core.predict._lexicon`)
-====================  =======================================================
-
-For a regressor with prediction μ and residual σ, the class probabilities come
-from ln(1+tokens) ~ Normal(μ, σ), and ``expected_tokens`` is the log-normal mean
-``exp(μ + σ²/2) − 1``. With ``sjf.calibration``, ``expected_tokens`` is instead
-the calibration map (piecewise linear in (μ, ln(1 + E)), extended linearly past the
-end knots, strictly increasing so the order of μ is kept), and the class
-probabilities use the location ``ln(1 + E) − σ²/2``.
-
-Runtime: onnxruntime, one :class:`onnxruntime.InferenceSession` per process per
-model path (cached), ``intra_op_num_threads=1``, ``inter_op_num_threads=1``.
+A classifier's ``expected_tokens`` is Σ P(class) · typical tokens of the class; a regressor's
+comes from ln(1 + tokens) ~ Normal(μ, σ) or, with a calibration map, the map at μ
+(docs/predictor.md, "Model files" and "Calibration").
 """
 
 from __future__ import annotations
@@ -41,15 +23,15 @@ import bisect
 import math
 import os
 import threading
-from dataclasses import dataclass
-import importlib.util
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from sjf_core.policy._entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
-from sjf_core.predict._layouts import Layout, get_layout
+from sjf_core.predict._layouts import Layout
+from sjf_core.predict._model_file import (  # noqa: F401  (re-exported: the model-file names callers use)
+    DEFAULT_MODEL_FILE, META_BOUNDS, META_CALIBRATION, META_KIND, META_LAYOUT, META_SIGMA, ModelInfo,
+    PredictorError, calibrated_log1p, default_model_path, open_model, read_model_info)
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 
 __all__ = [
@@ -57,15 +39,6 @@ __all__ = [
     "META_LAYOUT", "META_KIND", "META_BOUNDS", "META_SIGMA", "META_CALIBRATION", "DEFAULT_MODEL_FILE",
     "calibrated_log1p",
 ]
-
-META_LAYOUT = "sjf.feature_layout"
-META_KIND = "sjf.model_kind"
-META_BOUNDS = "sjf.class_bounds"
-META_SIGMA = "sjf.log_sigma"
-META_CALIBRATION = "sjf.calibration"
-
-#: File name of the shipped default model inside ``models/`` (package ``sjf_core._models``).
-DEFAULT_MODEL_FILE = "default.onnx"
 
 _TYPICAL = np.asarray(TYPICAL_TOKENS, dtype=np.float64)
 _SQRT2 = math.sqrt(2.0)
@@ -77,95 +50,6 @@ def _make_prediction(ps: float, pm: float, pl: float, expected: float) -> Predic
     """:class:`Prediction` from class probabilities (label = argmax, first on ties)."""
     label = _NAMES[0] if ps >= pm and ps >= pl else (_NAMES[1] if pm >= pl else _NAMES[2])
     return Prediction(ps, pm, pl, label, expected)
-
-
-class PredictorError(Exception):
-    """A model file is missing, unreadable, corrupt, or of an unknown layout.
-
-    The message names the model path; it never contains prompt text.
-    """
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """How to read one model file.
-
-    Attributes:
-        path: absolute model path.
-        layout: feature layout name ("v1", "v2").
-        kind: "classifier" or "regressor".
-        bounds: (Short max, Long min) answer tokens, default (200, 800).
-        log_sigma: regressor residual std of ln(1+tokens) (> 0); unused for classifiers.
-        metadata: all ONNX metadata_props.
-        calibration: (μ knots, ln(1 + E[tokens]) knots) float64 arrays, or None.
-    """
-
-    path: str
-    layout: str
-    kind: str
-    bounds: tuple[float, float]
-    log_sigma: float
-    metadata: dict
-    calibration: tuple | None = None
-
-
-def _models_dir() -> Path:
-    """Where the shipped models live: the ``sjf_core._models`` package (wheel
-    install) or the repository's top-level ``models/`` (source checkout)."""
-    try:
-        spec = importlib.util.find_spec("sjf_core._models")
-    except (ImportError, ValueError):
-        spec = None
-    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
-        if (Path(loc) / DEFAULT_MODEL_FILE).is_file():
-            return Path(loc)
-    return Path(__file__).resolve().parents[3] / "models"
-
-
-def default_model_path() -> Path:
-    """Path of the shipped default model (``models/default.onnx``)."""
-    return _models_dir() / DEFAULT_MODEL_FILE
-
-
-def read_model_info(path, metadata: dict) -> ModelInfo:
-    """Interpret a model's metadata_props (missing keys: a v1 classifier, bounds 200/800)."""
-    layout = metadata.get(META_LAYOUT, "v1")
-    kind = metadata.get(META_KIND, "classifier")
-    if kind not in ("classifier", "regressor"):
-        raise PredictorError(f"model {path}: unknown {META_KIND} {kind!r}")
-    try:
-        lo, hi = (float(x) for x in metadata.get(META_BOUNDS, f"{SHORT_MAX_TOKENS},{LONG_MIN_TOKENS}").split(","))
-        sigma = float(metadata.get(META_SIGMA, "1.0"))
-    except ValueError as exc:
-        raise PredictorError(f"model {path}: bad metadata ({exc})") from None
-    if not (0 < lo < hi) or not (sigma > 0 and math.isfinite(sigma)):
-        raise PredictorError(f"model {path}: bad class bounds or log_sigma in metadata")
-    cal = None
-    if META_CALIBRATION in metadata:
-        import json
-
-        try:
-            knots = np.asarray(json.loads(metadata[META_CALIBRATION]), dtype=np.float64)
-            ok = knots.ndim == 2 and knots.shape[1] == 2 and len(knots) >= 2 and np.isfinite(knots).all() \
-                and (np.diff(knots[:, 0]) > 0).all() and (np.diff(knots[:, 1]) > 0).all()
-        except (ValueError, TypeError):
-            ok = False
-        if not ok:
-            raise PredictorError(f"model {path}: bad {META_CALIBRATION} (want strictly increasing [[mu, log1p_e], ...])")
-        cal = (knots[:, 0].copy(), knots[:, 1].copy())
-    return ModelInfo(str(path), layout, kind, (lo, hi), sigma, dict(metadata), cal)
-
-
-def calibrated_log1p(mu, knots: tuple) -> np.ndarray:
-    """The calibration map at ``mu`` (array): ln(1 + E[tokens]), piecewise linear through the
-    knots, extended with the end segments' slopes (strictly increasing)."""
-    xs, ys = knots
-    m = np.asarray(mu, dtype=np.float64)
-    out = np.interp(m, xs, ys)
-    lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
-    hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-    out = np.where(m < xs[0], ys[0] + (m - xs[0]) * lo_slope, out)
-    return np.where(m > xs[-1], ys[-1] + (m - xs[-1]) * hi_slope, out)
 
 
 def _norm_sf(z: np.ndarray) -> np.ndarray:
@@ -372,44 +256,7 @@ _lock = threading.Lock()
 
 
 def _open(path: Path) -> Predictor:
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:  # pragma: no cover - a hard dependency
-        raise PredictorError(f"onnxruntime is not installed; cannot load {path}") from exc
-    if not path.is_file():
-        raise PredictorError(f"model file not found: {path}")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    try:
-        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise PredictorError(f"model file {path} could not be loaded by onnxruntime: {type(exc).__name__}: "
-                             f"{str(exc)[:300]}") from None
-    meta = dict(session.get_modelmeta().custom_metadata_map or {})
-    info = read_model_info(path, meta)
-    try:
-        layout = get_layout(info.layout)
-    except ValueError as exc:
-        raise PredictorError(f"model {path}: {exc}") from None
-    inputs = session.get_inputs()
-    if len(inputs) != 1:
-        raise PredictorError(f"model {path}: expected one input, found {len(inputs)}")
-    width = inputs[0].shape[-1] if inputs[0].shape else None
-    if isinstance(width, int) and width != layout.n_features:
-        raise PredictorError(f"model {path}: input width {width} does not match layout "
-                             f"{info.layout} ({layout.n_features} features)")
-    from sjf_core.predict._lexicon import Lexicon
-
-    try:
-        lexicon = Lexicon.from_meta(meta)
-    except ValueError as exc:
-        raise PredictorError(f"model {path}: {exc}") from None
-    if lexicon is not None and "lexicon" not in layout.names[-1:]:
-        raise PredictorError(f"model {path}: a lexicon needs a layout with a lexicon column (v3), not {info.layout}")
+    session, info, layout, lexicon = open_model(path)
     return Predictor(path, session, info, layout, lexicon)
 
 

@@ -2,7 +2,7 @@
 
 :class:`AdmittedStream` wraps the ``AsyncByteStream`` (``httpx`` or ``httpx2``)
 returned by the user's transport; ``AdmittedStream.for_library(lib)`` is the
-subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The slot (:class:`sjf_core.admission._local.Ticket`) is released exactly once
+subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf._httplib`). The slot (:class:`sjf_core.admission._local.Ticket`) is released exactly once
 (``Ticket.release`` is idempotent and thread-safe) when the first of these happens:
 
 * the body is read to the end (non-streaming calls: as soon as the last byte
@@ -23,7 +23,7 @@ subclass that is also a ``lib.AsyncByteStream`` (:mod:`openai_sjf.httplib`). The
 With an ``orphan`` callback (``on_close="probe"``, the default, and every non-SSE
 body), a body closed, abandoned or broken before its end closes its connection and
 hands the slot to that callback instead of releasing it: the transport holds the slot
-until a 1-token probe of the backend returns (:mod:`openai_sjf.orphans`).
+until a 1-token probe of the backend returns (:mod:`openai_sjf._orphans`).
 
 With ``on_close="drain"`` a body closed (or abandoned) before its end is first
 read to its end in a background task, and only then released: the slot then
@@ -47,7 +47,7 @@ import math
 import re
 import weakref
 
-from .httplib import flavour, lib_of
+from ._httplib import flavour, lib_of
 
 log = logging.getLogger("openai_sjf")
 

@@ -23,7 +23,7 @@ What the probe carries: the orphan's URL prefix and query (e.g. Azure's
 headers only the credential and identity ones (:data:`PROBE_HEADERS`) plus the names of
 the client's default headers (e.g. a gateway key set with ``default_headers``). The
 user's event hooks never see it (it goes to the transport, below the ``AsyncClient``);
-it is counted in :class:`~openai_sjf.transport.TransportStats` (``orphans``,
+it is counted in :class:`~openai_sjf._transport.TransportStats` (``orphans``,
 ``probes_ok``, ``probes_failed``) and in ``sjf_backend_probes_total``.
 """
 
@@ -71,12 +71,12 @@ class OrphanProbe:
 
     Args:
         inner: the transport the orphan went through (the probe uses it too).
-        lib: the :class:`~openai_sjf.httplib.HttpLib` of that transport.
+        lib: the :class:`~openai_sjf._httplib.HttpLib` of that transport.
         request: the orphaned request (its URL, ``model`` and credential headers are read).
         backend: the queue key (URL prefix before the endpoint, no query).
         timeout_s: seconds before the slot falls back to the lease.
         header_names: extra header names (lower case) to copy, e.g. the client's defaults.
-        stats: a :class:`~openai_sjf.transport.TransportStats` to count in (or None).
+        stats: a :class:`~openai_sjf._transport.TransportStats` to count in (or None).
     """
 
     def __init__(self, inner, lib, request, backend: str, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,

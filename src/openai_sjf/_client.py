@@ -3,9 +3,9 @@
 The wrapped client is ``client.with_options(http_client=h)`` where ``h`` is a
 shallow copy of the client's own ``httpx.AsyncClient`` (openai 1.x/2.x) or
 ``httpx2.AsyncClient`` (openai 3.x; either library, whichever the client uses:
-:mod:`openai_sjf.httplib`) whose transports (the
+:mod:`openai_sjf._httplib`) whose transports (the
 default one and every mount, e.g. proxies) are wrapped in
-:class:`~openai_sjf.transport.SJFTransport`. So everything the user configured
+:class:`~openai_sjf._transport.SJFTransport`. So everything the user configured
 stays in effect: base_url, api_key, organization, project, timeout,
 max_retries, default headers and query (carried by ``with_options``), and the
 HTTP client's transport, connection pool, limits, proxies, auth, event hooks
@@ -21,11 +21,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .arrivals import ArrivalMemory
-from .httplib import HttpLib, lib_of_client
-from .registry import scheduler_for
-from .orphans import DEFAULT_PROBE_TIMEOUT_S
-from .transport import ON_CLOSE, SJFTransport
+from ._arrivals import ArrivalMemory
+from ._httplib import HttpLib, lib_of_client
+from ._registry import scheduler_for
+from ._orphans import DEFAULT_PROBE_TIMEOUT_S
+from ._transport import ON_CLOSE, SJFTransport
 
 
 def _is_sdk_default_http_client(http: Any) -> bool:
@@ -123,7 +123,7 @@ def wrap(
 
     Sharing: clients of the same ``base_url`` in one process share one queue;
     the first wrap of a base URL sets its options and later different options
-    are ignored with a ``RuntimeWarning`` (see :mod:`openai_sjf.registry`).
+    are ignored with a ``RuntimeWarning`` (see :mod:`openai_sjf._registry`).
     Wrapping an already wrapped client replaces its admission settings
     (no double admission).
 

@@ -10,7 +10,7 @@ Per admitted request (``handle_async_request``):
 
 1. get a ticket from the core seam ``Scheduler.lazy_ticket(backend, load, endpoint,
    arrival)``; the backend key is the request URL without the endpoint suffix (the
-   client's ``base_url``); ``arrival`` survives SDK retries (:mod:`openai_sjf.arrivals`).
+   client's ``base_url``); ``arrival`` survives SDK retries (:mod:`openai_sjf._arrivals`).
    The body is parsed (``json.loads`` of the bytes the SDK already serialised; never
    re-serialised) and scored only when there is an order to decide: when the request
    must wait, or when another one arrives while it runs. A request granted a slot at
@@ -21,14 +21,14 @@ Per admitted request (``handle_async_request``):
    (after its own retries, which keep the original arrival). Cancellation
    leaves the queue (``Ticket.acquire``);
 3. send through the wrapped transport; the response body stream is wrapped in
-   :class:`~openai_sjf.stream.AdmittedStream`, which releases the slot when the
+   :class:`~openai_sjf._stream.AdmittedStream`, which releases the slot when the
    body is read to its end. An error raised before the request left (connect error,
    pool timeout) releases at once;
 4. an **orphan** (the request may have reached the backend, but its answer was not
    read to the end: cancelled or timed out while the backend answers, a broken
    connection, an SSE stream closed early or abandoned with ``on_close="probe"``)
    keeps its slot until a 1-token probe of the backend returns
-   (:mod:`openai_sjf.orphans`): the next request is sent exactly when the backend is
+   (:mod:`openai_sjf._orphans`): the next request is sent exactly when the backend is
    free, whether it stopped on the disconnect or went on generating. ``on_close=
    "release"`` / ``"drain"`` override this for SSE streams only.
 
@@ -39,7 +39,7 @@ response with ``Retry-After``/``retry-after-ms`` (the SDK raises
 
 One implementation serves both HTTP libraries: ``SJFTransport(inner, ...)`` is an
 instance of the per-library subclass that also inherits that library's
-``AsyncBaseTransport`` (:mod:`openai_sjf.httplib`), and raises / builds that library's
+``AsyncBaseTransport`` (:mod:`openai_sjf._httplib`), and raises / builds that library's
 ``PoolTimeout`` and ``Response``.
 
 Supersede: a request superseded while queued (``x-sjf-supersede``, :mod:`sjf_core.predict._meta`)
@@ -64,10 +64,10 @@ from typing import Any
 from sjf_core._errors import AdmissionRejected, Superseded
 from sjf_core.predict._meta import HEADER_PREFIX
 
-from .arrivals import ArrivalMemory
-from .httplib import HTTPX, HttpLib, flavour, lib_of_transport
-from .orphans import DEFAULT_PROBE_TIMEOUT_S, OrphanProbe, reached_backend
-from .stream import AdmittedStream, ensure_sweeper, usage_tokens
+from ._arrivals import ArrivalMemory
+from ._httplib import HTTPX, HttpLib, flavour, lib_of_transport
+from ._orphans import DEFAULT_PROBE_TIMEOUT_S, OrphanProbe, reached_backend
+from ._stream import AdmittedStream, ensure_sweeper, usage_tokens
 
 log = logging.getLogger("openai_sjf")
 
@@ -164,7 +164,7 @@ class SJFTransport:
         scheduler: a :class:`sjf_core._scheduler.Scheduler`.
         retry_rejected: let the SDK retry a local 429 rejection (honouring
             ``Retry-After``); default False (``x-should-retry: false``).
-        arrivals: the :class:`~openai_sjf.arrivals.ArrivalMemory` (shared by
+        arrivals: the :class:`~openai_sjf._arrivals.ArrivalMemory` (shared by
             the transports of one wrapped client).
         on_close: what an SSE stream closed (or abandoned) before its end does with its
             slot: "probe" (default: close the connection, keep the slot until a
@@ -175,7 +175,7 @@ class SJFTransport:
             to the queue's lease (or is released when there is none).
         probe_header_names: extra request header names copied to the probe (the
             client's default headers; credentials are always copied).
-        http_lib: the :class:`~openai_sjf.httplib.HttpLib` of the client (default: from ``inner``).
+        http_lib: the :class:`~openai_sjf._httplib.HttpLib` of the client (default: from ``inner``).
 
     Raises:
         ValueError: an unknown ``on_close``.
@@ -309,7 +309,7 @@ class SJFTransport:
     @staticmethod
     def _sweep_if_waiting(ticket) -> None:
         """A request about to wait: a slot holder may be an abandoned stream (see
-        :func:`openai_sjf.stream.ensure_sweeper`). Never raises."""
+        :func:`openai_sjf._stream.ensure_sweeper`). Never raises."""
         try:
             q = getattr(ticket, "queue", None)
             if q is not None and q.in_flight >= q.slots:
