@@ -200,7 +200,7 @@ def _release_abandoned(ticket, loop: asyncio.AbstractEventLoop | None, inner=Non
                        drain: bool = False) -> None:
     """Finalizer of an abandoned stream: release, drain or hand to ``orphan`` on the loop,
     never inside the GC."""
-    if ticket.state != "running":
+    if not ticket.running:
         return
     log.debug("response stream abandoned without close; releasing its admission slot")
     if loop is not None and not loop.is_closed():

@@ -35,6 +35,7 @@ from sjf_core.admission._overload import OverloadConfig, OverloadControl, Verdic
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
 from sjf_core.admission._ratelimit import RateLimit
+from sjf_core.admission._ticket import TicketState as S, TicketView
 
 log = logging.getLogger("sjf_core.admission._local")
 
@@ -246,7 +247,7 @@ class AdmissionQueue:
         if verdict is None:
             self._enqueue(t)
         elif self.overload.config.defer_s > 0:
-            t.state = "deferred"
+            t.state = S.DEFERRED
             self.stats.deferred += 1
             self._deferred.append(t)
             t._defer_timer = self._loop.call_later(self.overload.config.defer_s, self._defer_expired, t)
@@ -258,10 +259,10 @@ class AdmissionQueue:
         key = (t.entry.tenant, t.entry.supersede)
         old = self._supersede.get(key)
         self._supersede[key] = t
-        if old is None or old is t or old.state not in ("queued", "deferred"):
+        if old is None or old is t or old.state not in (S.QUEUED, S.DEFERRED):
             return
-        was_deferred = old.state == "deferred"
-        old.state = "superseded"
+        was_deferred = old.state == S.DEFERRED
+        old.state = S.SUPERSEDED
         if was_deferred:
             if old in self._deferred:
                 self._deferred.remove(old)
@@ -300,13 +301,13 @@ class AdmissionQueue:
         fresh = self.policy.make_entry(e.seq, e.arrival, prediction, meta)
         e.key, e.klass, e.expected_tokens, e.fallback = fresh.key, fresh.klass, fresh.expected_tokens, fresh.fallback
         e.priority, e.deadline, e.scored = fresh.priority, fresh.deadline, True
-        if t.state != "running":  # not yet in the queue: who it belongs to may still change
+        if t.state != S.RUNNING:  # not yet in the queue: who it belongs to may still change
             e.tenant, e.supersede = fresh.tenant, fresh.supersede
         if not math.isnan(e.dispatched_at):  # it was dispatched unscored
             if e.fallback:
                 self.stats.fallback += 1
             rescored = getattr(self.pending, "rescored", None)
-            if rescored is not None and t.state == "running":
+            if rescored is not None and t.state == S.RUNNING:
                 rescored(e)
 
     def _check(self, t: "Ticket") -> Verdict | None:
@@ -319,7 +320,7 @@ class AdmissionQueue:
             return None
 
     def _reject(self, t: "Ticket", verdict: Verdict) -> None:
-        t.state = "rejected"
+        t.state = S.REJECTED
         self.stats.rejected += 1
         if self.overload is not None:
             self.overload.rejected[verdict.klass] += 1
@@ -328,13 +329,13 @@ class AdmissionQueue:
             t._fut.set_exception(AdmissionRejected(verdict.retry_after_s, verdict.reason, self.name))
 
     def _defer_expired(self, t: "Ticket") -> None:
-        if t.state != "deferred":
+        if t.state != S.DEFERRED:
             return
         self._deferred.remove(t)
         t._defer_timer = None
         verdict = self._check(t)
         if verdict is None:
-            t.state = "queued"
+            t.state = S.QUEUED
             self._enqueue(t)
         else:
             self._reject(t, verdict)
@@ -346,13 +347,13 @@ class AdmissionQueue:
         self._waking = True
         try:
             for t in list(self._deferred):
-                if t.state != "deferred" or self._check(t) is not None:
+                if t.state != S.DEFERRED or self._check(t) is not None:
                     continue
                 self._deferred.remove(t)
                 if t._defer_timer is not None:
                     t._defer_timer.cancel()
                     t._defer_timer = None
-                t.state = "queued"
+                t.state = S.QUEUED
                 self._enqueue(t)
         finally:
             self._waking = False
@@ -386,7 +387,7 @@ class AdmissionQueue:
             entry.dispatched_at = now
             if entry.supersede is not None:
                 self._forget_supersede(t)
-            t.state = "running"
+            t.state = S.RUNNING
             self._running.add(t)
             if self.overload is not None:
                 self.overload.dispatched(entry, now)
@@ -429,7 +430,7 @@ class AdmissionQueue:
             loop.call_soon_threadsafe(fn, *args)
 
 
-class Ticket:
+class Ticket(TicketView):
     """One request's admission: an async context manager holding a slot.
 
     States: "new" → "queued" → "running" → "released"; or "queued" → "cancelled";
@@ -449,7 +450,7 @@ class Ticket:
         self.queue = queue
         self.entry = entry
         entry.payload = self
-        self.state = "new"
+        self.state = S.NEW
         self._fut: asyncio.Future | None = None
         self._lease: asyncio.TimerHandle | None = None
         self._lock = threading.Lock()
@@ -477,13 +478,13 @@ class Ticket:
                 replaced it while it was queued (``release`` is then a no-op).
             RuntimeError: the ticket was already used.
         """
-        if self.state != "new":
+        if self.state != S.NEW:
             raise RuntimeError(f"ticket already {self.state}")
         q = self.queue
         q._bind_loop()
         loop = q._loop
         self._fut = loop.create_future()
-        self.state = "queued"
+        self.state = S.QUEUED
         started = loop.time()
         q._submit(self)
         try:
@@ -493,7 +494,7 @@ class Ticket:
                 await self._fut
             else:
                 await asyncio.wait_for(asyncio.shield(self._fut), timeout)
-            if q._throttler is not None and self.state == "running":
+            if q._throttler is not None and self.state == S.RUNNING:
                 left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
                 await asyncio.wait_for(q._throttler.acquire(), left)
                 self.entry.dispatched_at = q.clock()  # service is measured from the send
@@ -505,13 +506,13 @@ class Ticket:
     def _abandon(self) -> None:
         """The waiter went away: leave the queue, or hand back a slot granted meanwhile."""
         fut = self._fut
-        if fut is not None and fut.done() and not fut.cancelled() and self.state == "running":
+        if fut is not None and fut.done() and not fut.cancelled() and self.state == S.RUNNING:
             self.release()
             return
         if fut is not None and not fut.done():
             fut.cancel()
-        if self.state == "deferred":
-            self.state = "cancelled"
+        if self.state == S.DEFERRED:
+            self.state = S.CANCELLED
             q = self.queue
             if self in q._deferred:
                 q._deferred.remove(self)
@@ -521,8 +522,8 @@ class Ticket:
             q.stats.cancelled += 1
             q._emit("on_cancel", self.entry)
             return
-        if self.state == "queued":
-            self.state = "cancelled"
+        if self.state == S.QUEUED:
+            self.state = S.CANCELLED
             if self.entry.supersede is not None:
                 self.queue._forget_supersede(self)
             if self.queue.pending.remove(self.entry):
@@ -544,25 +545,29 @@ class Ticket:
             or if the ticket was still queued (it is then withdrawn from the queue).
         """
         with self._lock:
-            if self.state in ("queued", "deferred"):
+            if self.state in (S.QUEUED, S.DEFERRED):
                 self.queue._call_in_loop(self._abandon)
                 return False
-            if self.state != "running":
+            if self.state != S.RUNNING:
                 return False
-            self.state = "released"
+            self.state = S.RELEASED
         self._cancel_lease()
         self.queue._call_in_loop(self.queue._finish, self, answer_tokens)
         return True
 
+    async def arelease(self, answer_tokens: int | None = None) -> bool:
+        """:meth:`release` (the local store has nothing more to wait for)."""
+        return self.release(answer_tokens)
+
     def renew(self) -> None:
         """Restart the lease time-to-live (call during long streams)."""
-        if self.state == "running":
+        if self.state == S.RUNNING:
             self.queue._call_in_loop(self._arm_lease)
 
     def _arm_lease(self) -> None:
         self._cancel_lease()
         ttl = self.queue.lease_ttl_s
-        if ttl and self.state == "running" and self.queue._loop is not None:
+        if ttl and self.state == S.RUNNING and self.queue._loop is not None:
             self._lease = self.queue._loop.call_later(ttl, self._expire)
 
     def _cancel_lease(self) -> None:
@@ -572,9 +577,9 @@ class Ticket:
 
     def _expire(self) -> None:
         with self._lock:
-            if self.state != "running":
+            if self.state != S.RUNNING:
                 return
-            self.state = "released"
+            self.state = S.RELEASED
         log.warning("admission lease expired on backend %s; slot force-released", self.queue.name)
         self.queue._finish(self, None, expired=True)
 

@@ -76,6 +76,7 @@ from sjf_core._errors import AdmissionRejected, Superseded
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, HeapPending
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
+from sjf_core.admission._ticket import TicketState as S, TicketView
 
 log = logging.getLogger("sjf_core.admission._redis")
 
@@ -704,7 +705,7 @@ def queue_for_scheduler(scheduler: Any, key: str) -> "RedisAdmissionQueue":
     )
 
 
-class RedisTicket:
+class RedisTicket(TicketView):
     """One request's admission on a :class:`RedisAdmissionQueue` (same API as :class:`Ticket`).
 
     States: "new" → "queued" → "running" → "released"; or "queued" → "cancelled".
@@ -715,7 +716,7 @@ class RedisTicket:
         self.queue = queue
         self.entry = local.entry
         self._local = local
-        self.state = "new"
+        self.state = S.NEW
         self.mode: str | None = None
         self.rid: str | None = None
         self.epoch: str | None = None
@@ -748,9 +749,9 @@ class RedisTicket:
             RedisUnavailable: fail-closed mode and Redis cannot be reached.
             RuntimeError: the ticket was already used.
         """
-        if self.state != "new":
+        if self.state != S.NEW:
             raise RuntimeError(f"ticket already {self.state}")
-        self.state = "queued"
+        self.state = S.QUEUED
         self._ls = self.queue._state()
         # A task of its own, so that release() while queued can cancel the wait.
         self._acq_task = self._ls.loop.create_task(self._acquire())
@@ -805,7 +806,7 @@ class RedisTicket:
                 ls.waiting.pop(self.rid, None)
                 q.stats.superseded += 1
                 q._emit("on_cancel", self.entry)
-                self.state = "superseded"
+                self.state = S.SUPERSEDED
                 raise Superseded(q.name)
             # Redis no longer knows this waiter (its data was lost, or the heartbeat came
             # too late): enqueue again with the original arrival.
@@ -846,7 +847,7 @@ class RedisTicket:
         now = q.clock()
         self.entry.dispatched_at = now
         self.entry.promoted = promoted == "1"
-        self.state = "running"
+        self.state = S.RUNNING
         q.stats.dispatched += 1
         if self.entry.promoted:
             q.stats.promoted += 1
@@ -870,7 +871,7 @@ class RedisTicket:
         self.mode = "local"
         q.stats.failopen += 1
         await self._local.acquire()
-        self.state = "running"
+        self.state = S.RUNNING
         q.stats.dispatched += 1
         q._emit("on_dispatch", self.entry, self.entry.dispatched_at - self.entry.arrival)
 
@@ -883,19 +884,19 @@ class RedisTicket:
     async def _abandon(self) -> None:
         """The waiter went away: leave the queue, or hand back a slot granted meanwhile."""
         q, ls = self.queue, self._ls
-        if self.state == "running":
+        if self.state == S.RUNNING:
             self.release()
             if self._release_task is not None:
                 await asyncio.gather(self._release_task, return_exceptions=True)
             return
-        if self.state != "queued":
+        if self.state != S.QUEUED:
             return
-        self.state = "cancelled"
+        self.state = S.CANCELLED
         q.stats.cancelled += 1
         q._emit("on_cancel", self.entry)
         if self.mode == "local":
             # the local ticket left its queue itself; it may hold a slot granted meanwhile
-            if self._local.state == "running":
+            if self._local.state == S.RUNNING:
                 self._local.release()
             return
         t = self._enqueue_task
@@ -925,13 +926,13 @@ class RedisTicket:
             if the ticket was still queued (it is then withdrawn from the queue).
         """
         with self._lock:
-            if self.state == "queued":
+            if self.state == S.QUEUED:
                 if self._acq_task is not None:  # acquire() then raises CancelledError and leaves
                     self._in_loop(self._acq_task.cancel)
                 return False
-            if self.state != "running":
+            if self.state != S.RUNNING:
                 return False
-            self.state = "released"
+            self.state = S.RELEASED
         self._in_loop(self._finish, answer_tokens, False)
         return True
 
@@ -947,7 +948,7 @@ class RedisTicket:
     def renew(self) -> None:
         """Restart the hold limit ``lease_ttl_s`` (call during long streams). The Redis
         lease itself is renewed automatically while this process lives."""
-        if self.state == "running":
+        if self.state == S.RUNNING:
             if self.mode == "local":
                 self._local.renew()
             elif self.queue.lease_ttl_s:
@@ -1000,9 +1001,9 @@ class RedisTicket:
 
     def _expire(self) -> None:
         with self._lock:
-            if self.state != "running":
+            if self.state != S.RUNNING:
                 return
-            self.state = "released"
+            self.state = S.RELEASED
         log.warning("admission lease expired on backend %s; slot force-released", self.queue.name)
         self._finish(None, True)
 
