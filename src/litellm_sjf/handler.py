@@ -1,35 +1,32 @@
 """The LiteLLM proxy callback: predictive SJF admission per serial backend.
 
-:class:`SJFHandler` is the ``CustomLogger`` LiteLLM calls; each hook delegates at once:
+Contract: :class:`SJFHandler`'s hooks never raise into LiteLLM but for the deliberate
+refusals (HTTP 429 with ``Retry-After`` from overload control, HTTP 409 for a request
+superseded while queued) and a queued waiter's ``CancelledError``; an internal fault lets
+the request through, counted in ``status()["counters"]["fail_open"]``. Every admitted slot
+is released exactly once. The request sent on is unchanged but for LiteLLM's ``priority``
+field, which the plugin consumes. Construction is cheap and has no side effects;
+:meth:`SJFHandler.start` (run when LiteLLM loads ``litellm_sjf.proxy_handler_instance``)
+starts the status server, the start-up checks and the scheduler's preload.
 
-=========================================  ===============================================
-hook (LiteLLM, 1.106.12)                   delegate
-=========================================  ===============================================
-``async_pre_call_hook``                    :mod:`~litellm_sjf._admit`: score, remember
-``async_pre_call_deployment_hook``         :mod:`~litellm_sjf._admit`: queue, wait for a
-                                           slot; refusals → HTTP 429 / 409
-``async_post_call_success_hook``           :mod:`~litellm_sjf._calls`: release (``usage``)
-``async_post_call_streaming_iterator_hook`` :mod:`~litellm_sjf._stream_pump`: relay, release
-``async_post_call_failure_deployment_hook`` :mod:`~litellm_sjf._orphans`: release or probe
-``async_post_call_failure_hook``           :mod:`~litellm_sjf._orphans`: release or probe
-``async_log_success_event`` / ``..failure``  :mod:`~litellm_sjf._orphans`: backup release
-=========================================  ===============================================
+The class only carries the hooks (LiteLLM finds them in ``vars(cls)`` only); each one
+delegates at once:
 
-Contract: a hook never raises into LiteLLM but for the deliberate refusals (HTTP 429 with
-``Retry-After`` from overload control, HTTP 409 for a request superseded while queued) and
-a queued waiter's ``CancelledError``; any internal fault lets the request through,
-counted in ``status()["counters"]["fail_open"]`` (:mod:`~litellm_sjf._fail_open`). Every
-admitted slot is released exactly once. The request sent on is unchanged but for
-LiteLLM's ``priority`` field, which the plugin consumes. Construction is cheap and has no
-side effects; :meth:`SJFHandler.start` (called when LiteLLM loads
-``litellm_sjf.proxy_handler_instance``) starts the status server, the start-up checks and
-the scheduler's preload. The paths in full: ``docs/litellm.md``.
+* ``async_pre_call_hook``, ``async_pre_call_deployment_hook`` → :mod:`litellm_sjf._admit`
+  (score and remember; queue and wait for a slot);
+* ``async_post_call_success_hook`` → :mod:`litellm_sjf._calls` (release, ``usage`` tokens);
+* ``async_post_call_streaming_iterator_hook`` → :mod:`litellm_sjf._stream_pump`;
+* ``async_post_call_failure_deployment_hook``, ``async_post_call_failure_hook``,
+  ``async_log_success_event``, ``async_log_failure_event`` → :mod:`litellm_sjf._orphans`;
+* every body under :func:`litellm_sjf._fail_open.fail_open`; counters in
+  :class:`litellm_sjf._stats.HandlerStats`; status in :mod:`litellm_sjf.status`.
+
+The request's path in full: ``docs/litellm.md``.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
