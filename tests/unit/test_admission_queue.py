@@ -378,7 +378,7 @@ async def test_lazy_scoring_scores_the_runner_and_newcomers_once_the_order_matte
     assert calls == ["long", "runner", "short"]
     assert runner.entry.scored and runner.entry.klass == 2
     # the runner's remaining work is now estimated from its class (the "fcfs-bound" backlog)
-    assert q.pending._running[id(runner.entry)][0] == q.pending.service.expected_s(2)
+    assert q.pending.strategy.backlog.running[id(runner.entry)][0] == q.pending.service.expected_s(2)
     runner.release()
     await asyncio.gather(*tasks)
     assert order == ["short", "long"]  # ascending P(Long), as if scored up front

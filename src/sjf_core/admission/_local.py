@@ -408,10 +408,7 @@ class AdmissionQueue:
             self.overload.finished(t.entry)
         t._scorer = None  # if it ran alone, never scored: nothing to score it for now
         try:
-            try:
-                self.pending.observe(t.entry, service_s, true_class, answer_tokens)
-            except TypeError:  # a pending structure without the answer_tokens argument
-                self.pending.observe(t.entry, service_s, true_class)
+            self.pending.observe(t.entry, service_s, true_class, answer_tokens)
         except Exception:
             log.exception("policy observe failed")
         self._emit("on_complete", t.entry, service_s, answer_tokens)

@@ -30,8 +30,9 @@ one backend lives in one Redis Cluster slot):
 * τ: the mean Short service time (EWMA, as :class:`~sjf_core.policy._tau.TauEstimator`) lives in
   Redis and is measured on Redis server time, so clock skew between hosts does not matter.
   The dispatch rule mirrors :class:`~sjf_core.policy._pending.HeapPending`: due deadlines (latest
-  start time, EDF), then the promotion rule (any of :data:`SUPPORTED_PROMOTIONS`: every
-  rule of :class:`~sjf_core.policy._pending.HeapPending` but "aged-sjf"; their state, e.g. the
+  start time, EDF), then the promotion rule (any of :data:`SUPPORTED_PROMOTIONS`: "work-bound"
+  (the default), "work-aging", "fcfs-bound", "strict", "one-in-k", "aging", with ``max_wait_s``;
+  every rule of :mod:`sjf_core.policy.promotion` but "aged-sjf"; their state, e.g. the
   served-work clock of "work-bound", kept in Redis), then priority, key, arrival. The service
   statistics behind expected service times (deadlines, FCFS bounds; as
   :class:`~sjf_core.policy._service.ServiceStats`) are kept in Redis too, fed by every process.
@@ -74,13 +75,14 @@ from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, T
 from sjf_core.policy._entry import class_of_tokens
 from sjf_core._errors import AdmissionRejected, Superseded
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, HeapPending
+from sjf_core.policy.promotion import WIRE_DEFAULTS
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
 from sjf_core.admission._ticket import TicketState as S, TicketView
 
 log = logging.getLogger("sjf_core.admission._redis")
 
-#: Promotion rules the server-side dispatcher implements (see sjf_core.policy._pending.HeapPending).
+#: Promotion rules the server-side dispatcher implements (see :mod:`sjf_core.policy.promotion`).
 SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound", "work-aging", "work-bound")
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
 _KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd", "vb")
@@ -182,8 +184,8 @@ class RedisAdmissionQueue:
             ``socket_timeout=None`` or more than ``waiter_ttl_s``).
         slots: maximum concurrent admissions across all processes (>= 1).
         policy: a :class:`~sjf_core.policy._policies.Policy` or its name; its pending structure
-            must be a :class:`~sjf_core.policy._pending.HeapPending` with promotion "strict" or
-            "one-in-k" (fcfs, sjf, sjf-tokens).
+            must be a :class:`~sjf_core.policy._pending.HeapPending` (fcfs, sjf, sjf-tokens,
+            oracle) with a promotion rule in :data:`SUPPORTED_PROMOTIONS` (all but "aged-sjf").
         name: the backend key (a base URL); part of the Redis keys, never prompt text.
         lease_ttl_s: optional hold limit (s) of a running ticket in a live process, as in
             :class:`AdmissionQueue`: a ticket neither released nor :meth:`RedisTicket.renew`-ed
@@ -455,10 +457,7 @@ class RedisAdmissionQueue:
         except TypeError:
             answer_tokens = None
         try:
-            try:
-                self.local.pending.observe(entry, service_s, true_class, answer_tokens)
-            except TypeError:
-                self.local.pending.observe(entry, service_s, true_class)
+            self.local.pending.observe(entry, service_s, true_class, answer_tokens)
         except Exception:
             log.exception("policy observe failed")
 
@@ -561,7 +560,8 @@ class RedisAdmissionQueue:
 
 @dataclass(frozen=True)
 class ServerPolicy:
-    """What the server-side dispatcher needs from a policy (read from its pending structure).
+    """What the server-side dispatcher needs from a policy: its τ setting, the service seeds of
+    its pending structure, and the promotion fields of ``strategy.wire()``.
 
     Attributes:
         tau_mode: "off", "seconds" or "multiple" (:class:`~sjf_core.policy._tau.TauConfig`).
@@ -598,15 +598,18 @@ class ServerPolicy:
 
 
 def policy_server_args(policy: Policy) -> ServerPolicy:
-    """The server-side parameters of a policy.
+    """The server-side parameters of a policy: its τ setting and service seeds, and its
+    promotion strategy as the strategy serialises itself (``strategy.wire()``).
 
     Raises:
         ValueError: the policy's pending structure is not a
             :class:`~sjf_core.policy._pending.HeapPending` with a promotion rule in
-            :data:`SUPPORTED_PROMOTIONS` (e.g. the DRR ``fair`` policy).
+            :data:`SUPPORTED_PROMOTIONS` (e.g. the DRR ``fair`` policy, "aged-sjf").
     """
     pending = policy.new_pending()
-    promotion = getattr(pending, "promotion", None)
+    strategy = getattr(pending, "strategy", None)
+    wire = dict(WIRE_DEFAULTS, **strategy.wire()) if strategy is not None else {}
+    promotion = wire.get("promotion")
     if type(pending) is not HeapPending or promotion not in SUPPORTED_PROMOTIONS:
         raise ValueError(
             f"the Redis store cannot run policy {getattr(policy, 'name', policy)!r} "
@@ -617,12 +620,8 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
     value = c.multiple if c.mode == "multiple" else (c.seconds if c.mode == "seconds" else 0.0)
     return ServerPolicy(
         tau_mode=c.mode, tau_value=float(value), initial_short_s=float(c.initial_short_service_s),
-        alpha=float(c.ewma_alpha), k=int(pending.k), promotion=promotion,
-        key_span=float(getattr(pending, "key_span", 1.0)), horizon=float(getattr(pending, "horizon", 8.0)),
-        slack=float(getattr(pending, "slack", 0.0)), floor=float(getattr(pending, "floor", 1.0)),
-        service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
-        service_alpha=float(pending.service.alpha),
-        slowdown=float(pending.slowdown), work_slack=float(pending.work_slack), max_wait_s=pending.max_wait_s,
+        alpha=float(c.ewma_alpha), service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
+        service_alpha=float(pending.service.alpha), **{f: wire[f] for f in WIRE_DEFAULTS},
     )
 
 

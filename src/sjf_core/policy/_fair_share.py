@@ -141,10 +141,7 @@ class TenantPending:
         s = self._subs[None] if r is None else r[0]
         if r is not None and math.isfinite(service_s) and service_s >= 0 and r[1] in self.service_s:
             self.service_s[r[1]] += (service_s - r[2]) / self._weight(r[1])
-        try:
-            s.observe(entry, service_s, true_class, answer_tokens)
-        except TypeError:
-            s.observe(entry, service_s, true_class)
+        s.observe(entry, service_s, true_class, answer_tokens)
 
     def rescored(self, entry: Entry) -> None:
         r = self._running.get(id(entry))

@@ -42,11 +42,14 @@ import math
 from dataclasses import dataclass
 
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
-from sjf_core.policy._pending import DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DEFAULT_SLOWDOWN, DEFAULT_WORK_SLACK, DRRPending, HeapPending, PendingQueue
+from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
+from sjf_core.policy.promotion import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DEFAULT_SLOWDOWN,
+                                       DEFAULT_WORK_SLACK, PromotionStrategy, make_promotion)
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.policy._tau import TauConfig, TauEstimator
 
-#: Default promotion rule for waiters past τ (chosen with ``sjf simulate --scenario variants``).
+#: Default promotion rule (starvation guard): "work-bound", due on the served-work clock
+#: (:class:`~sjf_core.policy.promotion.WorkBound`), chosen with ``sjf simulate --scenario guard``.
 DEFAULT_PROMOTION = "work-bound"
 
 
@@ -81,8 +84,8 @@ class Policy:
         tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off".
         promotion: the starvation guard of the pending structure: "work-bound"
             (default), "work-aging", "fcfs-bound", "strict" (paper §3.4, DESIGN.md
-            invariant 4), "one-in-k", "aging", "aged-sjf" (see
-            :class:`~sjf_core.policy._pending.HeapPending`, docs/scheduling.md).
+            invariant 4), "one-in-k", "aging", "aged-sjf" (one class each in
+            :mod:`sjf_core.policy.promotion`, docs/scheduling.md).
         k: the k of the "one-in-k" promotion rule.
         initial_short_service_s: seed of the mean Short service time (seconds).
         horizon: "aging" horizon in multiples of τ (a Long that has waited
@@ -92,7 +95,9 @@ class Policy:
         max_wait_s: absolute wait bound in seconds (any rule), or None.
 
     Raises:
-        ValueError: bad τ, promotion, k or horizon.
+        ValueError: bad τ, unknown promotion, or any rule option out of range (k,
+            horizon, slack, floor, slowdown, work_slack, max_wait_s; each checked by the
+            rule that owns it, whichever rule is chosen).
     """
 
     name = "base"
@@ -123,14 +128,23 @@ class Policy:
     def key(self, prediction: Prediction, meta: RequestMeta) -> float:
         raise NotImplementedError
 
+    def new_promotion(self) -> PromotionStrategy:
+        """A fresh promotion strategy (:mod:`sjf_core.policy.promotion`) of this policy's
+        rule and options, for one pending structure.
+
+        Raises:
+            ValueError: unknown rule or an option out of range (named in the message).
+        """
+        return make_promotion(self.promotion, k=self.k, key_span=self.key_span, horizon=self.horizon,
+                              slack=self.slack, floor=self.floor, slowdown=self.slowdown,
+                              work_slack=self.work_slack, max_wait_s=self.max_wait_s)
+
     def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
-        """A fresh pending structure for one backend queue, with its own τ estimate and
-        service statistics unless ``tau`` / ``service`` are given (shared: the
-        per-tenant sub-queues of :class:`~sjf_core.policy._fair_share.TenantPending`)."""
-        return HeapPending(tau or TauEstimator(self.tau_config), self.promotion, self.k,
-                           key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
-                           slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s,
-                           service=service)
+        """A fresh pending structure for one backend queue (a heap in this policy's order,
+        with :meth:`new_promotion`), with its own τ estimate and service statistics unless
+        ``tau`` / ``service`` are given (shared: the per-tenant sub-queues of
+        :class:`~sjf_core.policy._fair_share.TenantPending`)."""
+        return HeapPending(tau or TauEstimator(self.tau_config), self.new_promotion(), service=service)
 
     def make_entry(self, seq: int, arrival: float, prediction: Prediction | None,
                    meta: RequestMeta | None = None) -> Entry:
@@ -239,9 +253,7 @@ class FairPolicy(SJFPolicy):
         super().__init__(**kw)
 
     def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
-        return DRRPending(tau or TauEstimator(self.tau_config), self.promotion, self.k, weights=self.weights,
-                          key_span=self.key_span, horizon=self.horizon, slack=self.slack, floor=self.floor,
-                          slowdown=self.slowdown, work_slack=self.work_slack, max_wait_s=self.max_wait_s,
+        return DRRPending(tau or TauEstimator(self.tau_config), self.new_promotion(), weights=self.weights,
                           service=service)
 
 

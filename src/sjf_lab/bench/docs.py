@@ -513,9 +513,9 @@ per scenario), and a few hundred requests still leave wide intervals (the 95% CI
 The starvation guard is what separates **sjf** from **sjf-no-tau** here. τ = 3 × the mean
 Short service time is short compared with the waits at these loads, so waiters pass it
 often: the paper's strict rule (**sjf-paper**) then serves them oldest first, which is FCFS
-again; the project's default promotion rule promotes a waiter once it has waited as long
-as FCFS would have made it wait (and at least τ), which bounds the Long tail near FCFS's
-but also gives back much of the Short gain. Without τ the Short gain is close to the
+again; the project's default promotion rule ("work-bound") makes a waiter due once the
+backend has served, since it arrived, 8 × its own expected work or 1.2 × the work waiting
+ahead of it, which bounds the Long tail while a burst keeps its SJF order. Without τ the Short gain is close to the
 oracle's, paid for by a much larger Long P95."""
 
 _REAL_INSTALL = """\

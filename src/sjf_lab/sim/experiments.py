@@ -29,6 +29,7 @@ import numpy as np
 
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT
 from sjf_core.policy._pending import HeapPending
+from sjf_core.policy.promotion import PromotionRule
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_lab.sim.engine import simulate
 from sjf_lab.sim.noise import PredictorModel, measured_ranking_accuracy
@@ -425,10 +426,11 @@ GUARD_CANDIDATES = (
 class HRRNPending(HeapPending):
     """Highest response ratio next, (wait + S) / S with S the expected service (expected
     tokens / tokens per second): a reference rule for ``--scenario guard`` only. It scans
-    every waiter at each dispatch (O(n)), which is why no live queue offers it."""
+    every waiter at each dispatch (O(n)), which is why no live queue offers it. The ratio is
+    its own guard: the promotion strategy is the base rule (nothing due, plain keys)."""
 
     def __init__(self, tokens_per_s: float = 30.0):
-        super().__init__(None, "work-aging")
+        super().__init__(None, PromotionRule())
         self._items: list = []
         self._tps = tokens_per_s
 
