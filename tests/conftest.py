@@ -57,3 +57,31 @@ def redis_url(redis_server):
         redis_server.start()
     return redis_server.url
 # ==== end Redis fixtures ====================================================================
+
+
+# ==== backend truth across a whole test (owner: tests) ======================================
+import weakref
+
+
+@pytest.fixture(autouse=True)
+def _emulators_never_above_slots(request):
+    """After every test whose fixtures include a harness with an ``emus`` dict (the proxy
+    harnesses of tests/integration), each emulator's ``peak_in_flight`` (the high-water
+    mark since it started, which ``reset()`` keeps) is at most its slots: "the backend
+    never sees more than slots" spans the whole test, the parts before a ``reset()`` too."""
+    yield
+    for name in request.fixturenames:
+        emus = getattr(request.node.funcargs.get(name), "emus", None)
+        if not isinstance(emus, dict):
+            continue
+        for key, emu in emus.items():
+            st = emu.stats()
+            # reported by the test in which the mark rose (a module's harness outlives a test)
+            rose = st["peak_in_flight"] > _PEAK_SEEN.get(emu, 0)
+            _PEAK_SEEN[emu] = st["peak_in_flight"]
+            assert not (rose and st["peak_in_flight"] > st["slots"]), \
+                f"{name}.emus[{key!r}] saw {st['peak_in_flight']} user requests at once, slots={st['slots']}"
+
+
+_PEAK_SEEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # emulator -> peak at the last check
+# ==== end backend truth =====================================================================

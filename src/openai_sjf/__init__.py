@@ -9,6 +9,12 @@ Concurrent ``chat.completions`` / ``completions`` / ``responses`` calls on the
 wrapped client are admitted to the backend in predicted shortest-job-first
 order (``sjf_core``: same predictor, queue and policies as ``litellm_sjf``).
 See ``docs/openai_sjf.md``.
+
+Public names (every module is private):
+:func:`wrap` (the one call), :func:`queue_of` (the admission queue a wrapped
+client admits through), :func:`transport_of` (its :class:`SJFTransport`, whose ``stats`` is a
+:class:`TransportStats`), :class:`AdmittedStream` (the response body that holds the slot),
+:class:`ArrivalMemory` (arrival times kept across SDK retries).
 """
 
 from ._arrivals import ArrivalMemory

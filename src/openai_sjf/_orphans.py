@@ -1,30 +1,24 @@
 """Exact release of an orphaned slot: hold it until a probe of the backend returns.
 
-A request is **orphaned** when it may have reached the backend but its answer was not
-read to the end: a non-streamed call cancelled or timed out while the backend answers,
-a connection that broke mid-answer, a stream closed early or abandoned (``on_close=
-"probe"``, the default). Some backends stop generating then and others go on
-(llama-cpp-python for non-streamed calls, Ollama until its next token; DESIGN.md "Real
-backends"), and the wrapper cannot tell which. So the slot stays taken and
-:class:`OrphanProbe` sends the backend one tiny request of our own through the same
-transport, with the same credentials and base URL: ``max_tokens: 1``, the fixed
-one-character prompt of :mod:`sjf_core.admission._probe` (never the user's text), marked
-with its ``x-sjf-probe`` header. A serial FIFO backend answers it only after the orphan
-ends, so the slot is released when the probe returns
-(:meth:`sjf_core.admission._probe.ProbeGate.wait_idle`: one probe in flight per backend,
-shared by concurrent orphans).
+Contract: :meth:`OrphanProbe.hand_over(ticket, loop) <OrphanProbe.hand_over>` takes the slot
+of a request that may have reached the backend but whose answer was not read to the end
+(cancelled or timed out while the backend answers, a broken connection, a stream closed
+early or abandoned with ``on_close="probe"``). It sends one request of our own through the
+same transport, base URL and credentials (``max_tokens: 1``, the fixed one-character prompt
+of :mod:`sjf_core.admission._probe`, never the user's text, marked ``x-sjf-probe``) and
+releases the ticket when it returns (one probe in flight per backend, shared by concurrent
+orphans: :meth:`sjf_core.admission._probe.ProbeGate.wait_idle`). When the probe fails or
+takes over ``timeout_s`` seconds the slot is left to the queue's lease
+(``Scheduler(lease_ttl_s=...)``), or released at once without one. Never raises; never
+loses the release.
 
-Fallback: when the probe fails or does not return within ``timeout_s`` seconds, the
-slot is left to the queue's lease (``Scheduler(lease_ttl_s=...)``), or released at once
-when the queue has no lease. Never raises; never loses the release.
-
-What the probe carries: the orphan's URL prefix and query (e.g. Azure's
-``api-version``), its ``model`` field (a model name, not prompt text), and of its
-headers only the credential and identity ones (:data:`PROBE_HEADERS`) plus the names of
-the client's default headers (e.g. a gateway key set with ``default_headers``). The
-user's event hooks never see it (it goes to the transport, below the ``AsyncClient``);
-it is counted in :class:`~openai_sjf._transport.TransportStats` (``orphans``,
-``probes_ok``, ``probes_failed``) and in ``sjf_backend_probes_total``.
+The probe carries the orphan's URL prefix and query (e.g. Azure's ``api-version``), its
+``model`` field, and of its headers only the credential and identity ones
+(:data:`PROBE_HEADERS`) plus the client's default header names. It goes to the transport,
+below the ``AsyncClient`` (the user's event hooks never see it), and is counted in
+:class:`~openai_sjf._transport.TransportStats` (``orphans``, ``probes_ok``,
+``probes_failed``) and ``sjf_backend_probes_total``. Why a probe: docs/openai_sjf.md
+("Orphaned calls: exact release") and DESIGN.md "Real backends".
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Iterable
+from typing import Iterable
 
 from sjf_core.admission._probe import PROBE_HEADER, probe_gate, probe_request
 

@@ -1,55 +1,25 @@
 """The transport that admits OpenAI generation requests through the SJF queue.
 
-:class:`SJFTransport` wraps the transport the user's ``httpx.AsyncClient`` (openai
-1.x/2.x) or ``httpx2.AsyncClient`` (openai 3.x) already has (the SDK default, a custom
-transport, a proxy mount) and delegates every request to it. Only ``POST`` requests
-whose path ends in ``/chat/completions``, ``/completions`` or ``/responses`` are
-admitted; all other requests go straight through.
+Contract: :class:`SJFTransport` wraps the user's ``httpx``/``httpx2`` ``AsyncBaseTransport``
+(kept, never replaced) and delegates every request to it. Only ``POST`` to ``.../chat/completions``,
+``.../completions`` or ``.../responses`` is admitted (queue key: the URL without the endpoint,
+i.e. the client's ``base_url``); everything else passes straight through. Per admitted request:
 
-Per admitted request (``handle_async_request``):
+1. a ticket from ``Scheduler.lazy_ticket`` (the body is parsed and scored only when there is an
+   order to decide; ``arrival`` survives SDK retries, :mod:`openai_sjf._arrivals`);
+2. wait at most the request's ``pool`` timeout (else ``read``; None: no limit); expiry raises the
+   library's ``PoolTimeout`` (SDK: ``openai.APITimeoutError``); cancellation leaves the queue;
+3. send; the body is wrapped in :class:`~openai_sjf._stream.AdmittedStream`, which releases the
+   slot when the body is done. An error before the request left releases at once; an
+   **orphan** (it may have reached the backend, its answer was not read to the end) keeps the
+   slot until a 1-token probe returns (:mod:`openai_sjf._orphans`).
 
-1. get a ticket from the core seam ``Scheduler.lazy_ticket(backend, load, endpoint,
-   arrival)``; the backend key is the request URL without the endpoint suffix (the
-   client's ``base_url``); ``arrival`` survives SDK retries (:mod:`openai_sjf._arrivals`).
-   The body is parsed (``json.loads`` of the bytes the SDK already serialised; never
-   re-serialised) and scored only when there is an order to decide: when the request
-   must wait, or when another one arrives while it runs. A request granted a slot at
-   once and alone until its release is never scored (metrics label it ``idle``);
-2. wait for a slot at most the request's ``pool`` timeout (else its
-   ``read`` timeout; None waits without limit). Expiry leaves the queue and
-   raises the library's ``PoolTimeout``, which the SDK maps to ``openai.APITimeoutError``
-   (after its own retries, which keep the original arrival). Cancellation
-   leaves the queue (``Ticket.acquire``);
-3. send through the wrapped transport; the response body stream is wrapped in
-   :class:`~openai_sjf._stream.AdmittedStream`, which releases the slot when the
-   body is read to its end. An error raised before the request left (connect error,
-   pool timeout) releases at once;
-4. an **orphan** (the request may have reached the backend, but its answer was not
-   read to the end: cancelled or timed out while the backend answers, a broken
-   connection, an SSE stream closed early or abandoned with ``on_close="probe"``)
-   keeps its slot until a 1-token probe of the backend returns
-   (:mod:`openai_sjf._orphans`): the next request is sent exactly when the backend is
-   free, whether it stopped on the disconnect or went on generating. ``on_close=
-   "release"`` / ``"drain"`` override this for SSE streams only.
-
-Overload: :class:`sjf_core._errors.AdmissionRejected` becomes a local HTTP 429
-response with ``Retry-After``/``retry-after-ms`` (the SDK raises
-``openai.RateLimitError``) and ``x-should-retry: false`` unless
-``retry_rejected=True``.
-
-One implementation serves both HTTP libraries: ``SJFTransport(inner, ...)`` is an
-instance of the per-library subclass that also inherits that library's
-``AsyncBaseTransport`` (:mod:`openai_sjf._httplib`), and raises / builds that library's
-``PoolTimeout`` and ``Response``.
-
-Supersede: a request superseded while queued (``x-sjf-supersede``, :mod:`sjf_core.predict._meta`)
-gets a local HTTP 409 (the SDK raises ``openai.ConflictError``) at once; it is never sent.
-Our ``x-sjf-*`` headers (but the idle probe's mark) are removed before any request is sent.
-
-Fail-open (DESIGN.md invariant 5): an unreadable body is admitted unscored (the
-policy's neutral key, FCFS among equals); an internal fault of the scheduler
-sends the request straight through, counted in :attr:`SJFTransport.stats` and
-logged without prompt text.
+Local replies (:mod:`openai_sjf._replies`): overload (``AdmissionRejected``) -> HTTP 429
+(``openai.RateLimitError``, not retried unless ``retry_rejected``); superseded while queued ->
+HTTP 409 (``openai.ConflictError``), never sent. Our ``x-sjf-*`` headers (but the probe mark) are
+never sent on. Fail-open (DESIGN.md invariant 5): an unreadable body is admitted unscored (FCFS
+among equals); an internal fault sends the request straight through, counted in
+:attr:`SJFTransport.stats`, logged without prompt text. Details: docs/openai_sjf.md.
 """
 
 from __future__ import annotations
@@ -57,83 +27,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core.predict._meta import HEADER_PREFIX
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HTTPX, HttpLib, flavour, lib_of_transport
 from ._orphans import DEFAULT_PROBE_TIMEOUT_S, OrphanProbe, reached_backend
-from ._stream import AdmittedStream, ensure_sweeper, usage_tokens
+from ._replies import rejected_response, superseded_response
+from ._requests import api_key_of, backend_of, endpoint_of, queue_wait_limit, sjf_headers, strip_sjf_headers
+from ._stream import AdmittedStream
+from ._sweeper import ensure_sweeper
+from ._tail import usage_tokens
 
 log = logging.getLogger("openai_sjf")
 
-#: (path suffix, endpoint name), checked in this order.
-ENDPOINTS = (("/chat/completions", "chat/completions"), ("/completions", "completions"), ("/responses", "responses"))
 #: Values of the ``on_close`` option (the first is the default).
 ON_CLOSE = ("probe", "release", "drain")
-#: Response header that marks a local admission rejection.
-REJECTED_HEADER = "x-sjf-rejected"
-
-
-def endpoint_of(path: str) -> str | None:
-    """The admitted endpoint name for a URL path, or None (pass through)."""
-    path = path.rstrip("/")
-    for suffix, name in ENDPOINTS:
-        if path.endswith(suffix):
-            return name
-    return None
-
-
-def backend_of(url: Any, path: str, endpoint: str) -> str:
-    """Queue key: scheme://host[:port]/prefix of the request URL (no trailing slash)."""
-    prefix = path.rstrip("/")[: -(len(endpoint) + 1)]
-    return f"{url.scheme}://{url.netloc.decode('ascii')}{prefix}"
-
-
-def queue_wait_limit(request: Any) -> float | None:
-    """Seconds a request may wait in the queue: its httpx ``pool`` timeout, else ``read``."""
-    t = request.extensions.get("timeout")
-    if not isinstance(t, dict):
-        return None
-    v = t.get("pool")
-    if v is None:
-        v = t.get("read")
-    return float(v) if v is not None else None
-
-
-def sjf_headers(headers: Any, extra: str | None = None) -> dict[str, str] | None:
-    """Only our scheduling headers (``x-sjf-*``, :mod:`sjf_core.predict._meta`) and the header named
-    ``extra`` (fairness "header:NAME"), or None."""
-    out = None
-    for name, v in headers.items():
-        low = name.lower()
-        if low.startswith(HEADER_PREFIX) or low == extra:
-            out = out or {}
-            out[low] = v
-    return out
-
-
-#: our header that must reach the backend: the idle probe's mark (sjf_core.admission._probe)
-_KEEP_HEADERS = ("x-sjf-probe",)
-
-
-def strip_sjf_headers(request) -> None:
-    """Remove our scheduling headers (``x-sjf-*`` but the probe mark) before sending."""
-    for name in [k for k in request.headers if k.lower().startswith(HEADER_PREFIX)
-                 and k.lower() not in _KEEP_HEADERS]:
-        del request.headers[name]
-
-
-def api_key_of(request) -> str | None:
-    """The bearer token (or ``api-key`` header) of a request, for fairness "key"."""
-    auth = request.headers.get("authorization") or ""
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip() or None
-    return request.headers.get("api-key") or None
 
 
 @dataclass
@@ -333,27 +244,9 @@ class SJFTransport:
     def _superseded(self, request):
         """HTTP 409 (``openai.ConflictError``, not retried) for a request superseded while queued."""
         self.stats.superseded += 1
-        body = json.dumps({"error": {
-            "message": "superseded by a newer request with the same x-sjf-supersede key; never sent to the backend",
-            "type": "conflict", "code": "sjf_superseded"}}).encode()
-        return self.http.Response(409, headers={"content-type": "application/json", "x-should-retry": "false"},
-                                  content=body, request=request)
+        return superseded_response(self.http, request)
 
     def _rejected(self, request, exc: AdmissionRejected):
+        """HTTP 429 (``openai.RateLimitError``) for a request rejected by overload control."""
         self.stats.rejected += 1
-        retry_after = max(0.0, float(exc.retry_after_s))
-        body = json.dumps({
-            "error": {
-                "message": f"SJF admission rejected the request ({exc.reason}); retry after {retry_after:.1f} s",
-                "type": "rate_limit_error",
-                "code": "sjf_admission_rejected",
-            }
-        }).encode()
-        headers = {
-            "content-type": "application/json",
-            "retry-after": str(max(1, math.ceil(retry_after))),
-            "retry-after-ms": str(int(retry_after * 1000)),
-            "x-should-retry": "true" if self.retry_rejected else "false",
-            REJECTED_HEADER: str(exc.reason),
-        }
-        return self.http.Response(429, headers=headers, content=body, request=request)
+        return rejected_response(self.http, request, exc, self.retry_rejected)

@@ -353,6 +353,7 @@ class Emulator:
             self.trace.items.update(Trace.from_records(self.config.trace_records, self.config.seed).items)
         self._slots: _FifoSlots | None = None
         self._stats = _Stats()
+        self._peak_in_flight = 0  # since start: reset() keeps it (whole-run "never above slots")
         self._seq = 0
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -418,15 +419,18 @@ class Emulator:
         (monotonic seconds at which the request arrived / got a slot / its handler
         returned), "probe" (an ``x-sjf-probe`` request), "sjf_headers" (names of the
         ``x-sjf-*`` request headers it got), "stream", "api" ("chat",
-        "completions", "responses", "ollama-chat", "ollama-generate")}``."""
+        "completions", "responses", "ollama-chat", "ollama-generate")}``.
+        ``peak_in_flight``: the most user requests in flight at once since the emulator
+        started; unlike ``max_in_flight`` it survives :meth:`reset`."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
-        d.update(held=self.held, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
+        d.update(held=self.held, peak_in_flight=self._peak_in_flight, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
                  on_disconnect=self.config.on_disconnect, trace_size=len(self.trace.items))
         return d
 
     def reset(self) -> None:
-        """Zero the counters (gauges of requests still open are kept)."""
+        """Zero the counters (gauges of requests still open are kept; so is
+        ``peak_in_flight``, the high-water mark since start)."""
         s = self._stats
         self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, probes_in_flight=s.probes_in_flight,
                              max_probes_in_flight=s.probes_in_flight, generating=s.generating,
@@ -545,6 +549,7 @@ class Emulator:
         else:
             s.in_flight += 1
             s.max_in_flight = max(s.max_in_flight, s.in_flight)
+            self._peak_in_flight = max(self._peak_in_flight, s.in_flight)
         try:
             # ---- wait for a slot (FIFO) -------------------------------------------------
             fut = self._slots.try_acquire()

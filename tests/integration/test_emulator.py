@@ -11,6 +11,7 @@ import sys
 import time
 
 import aiohttp
+import httpx
 import openai
 import pytest
 
@@ -151,12 +152,12 @@ async def test_faults(emulator_factory):
     with pytest.raises(openai.APIConnectionError):
         await c.chat.completions.create(model="m", messages=_msg("drops midway"))
     got = 0
-    with pytest.raises((openai.APIConnectionError, openai.APIError, aiohttp.ClientError, Exception)) as ei:
+    # the SDK passes a mid-stream drop through as the transport's error (no retry mid-stream)
+    with pytest.raises((httpx.RemoteProtocolError, openai.APIConnectionError)):
         stream = await c.chat.completions.create(model="m", messages=_msg("drops midway"), stream=True)
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 got += len(chunk.choices[0].delta.content.split())
-    assert not isinstance(ei.value, AssertionError)
     assert 0 < got <= 100  # half of the answer arrived before the drop
     # the header injects a fault for any prompt
     with pytest.raises(openai.RateLimitError):

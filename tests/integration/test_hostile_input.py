@@ -10,7 +10,6 @@ written to ``runs/hostile_matrix_<side>.md``.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,7 +51,8 @@ def write_matrix(side: str, header, rows) -> str:
 
 
 async def test_wrapper_matrix(emulator):
-    openai = pytest.importorskip("openai")
+    import openai
+
     import openai_sjf
 
     sched = Scheduler(predictor="default", plugins=False)
@@ -85,8 +85,6 @@ async def test_wrapper_matrix(emulator):
 
 @pytest.fixture(scope="module")
 def proxies(emulator):
-    if importlib.util.find_spec("litellm") is None:
-        pytest.skip("the litellm extra is not installed")
     from sjf_lab.proxy_runner import LiteLLMProxy, proxy_config
 
     models = {GROUP: [emulator.base_url]}

@@ -542,7 +542,7 @@ async def test_priority_header_and_responses_stream_usage(emulator_factory):
 
 
 def test_usage_tokens_reads_only_real_usage_keys():
-    from openai_sjf._stream import usage_tokens
+    from openai_sjf._tail import usage_tokens
 
     assert usage_tokens(b"", b'{"usage":{"prompt_tokens":3,"completion_tokens": 75,"total_tokens":78}}') == 75
     assert usage_tokens(b'..."usage":{"completion_to', b'kens":12}}') == 12  # split across chunks

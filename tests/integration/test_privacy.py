@@ -152,7 +152,8 @@ def assert_records_clean(records, label):
 
 
 async def test_openai_wrapper_never_leaks_the_prompt(sandbox, caplog, emulator_factory):
-    openai = pytest.importorskip("openai")
+    import openai
+
     import openai_sjf
 
     caplog.set_level(logging.DEBUG)
@@ -227,13 +228,9 @@ async def test_litellm_proxy_never_leaks_the_prompt(sandbox):
     """A real proxy with the plugin (our loggers at DEBUG to its stderr) and the prometheus
     callback; canary requests on every path (success, stream, aborted stream, queued
     disconnect, backend 500, mid-stream drop, malformed JSON, embeddings)."""
-    import importlib.util
-
-    if importlib.util.find_spec("litellm") is None:
-        pytest.skip("the litellm extra is not installed")
     import httpx
 
-    from sjf_lab.emulator import EmulatorConfig, EmulatorThread
+    from sjf_lab.emulator import EmulatorConfig, EmulatorThread, short_hash
     from sjf_lab.proxy_runner import LiteLLMProxy, free_port, proxy_config
 
     site = sandbox / "site"
@@ -242,6 +239,8 @@ async def test_litellm_proxy_never_leaks_the_prompt(sandbox):
     trace = [{"prompt": CANARY + " fault", "answer_tokens": 50, "fault": "500"},
              {"prompt": CANARY + " drop", "answer_tokens": 400, "fault": "drop-mid"},
              {"prompt": CANARY + " long", "answer_tokens": 3000},
+             {"prompt": CANARY + " hold", "answer_tokens": 5, "fault": "hold"},
+             {"prompt": CANARY + " queued", "answer_tokens": 50},
              {"prompt": CANARY, "answer_tokens": 120}]
     emu = EmulatorThread(EmulatorConfig(tokens_per_s=3000, trace_records=trace))
     status_port = free_port()
@@ -271,16 +270,36 @@ async def test_litellm_proxy_never_leaks_the_prompt(sandbox):
                     async for _ in r.aiter_raw():
                         break  # client goes away mid-stream
 
-            async def queued_then_gone():
-                await asyncio.sleep(0.3)  # behind the long request, then leave while queued
-                try:
-                    await asyncio.wait_for(c.post(url + "/chat/completions", json=chat(CANARY)), 0.5)
-                except asyncio.TimeoutError:
-                    pass
+            async def queue_status():
+                st = json.loads((await c.get(f"http://127.0.0.1:{status_port}/sjf/status")).text)
+                return st["backends"].get(emu.base_url, {"waiting": 0, "stats": {}})
+
+            async def until(cond, what):
+                for _ in range(1200):  # an event-based wait (up to 60 s), not a timing assertion
+                    got = cond()
+                    if await got if asyncio.iscoroutine(got) else got:
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError(f"never happened: {what}")
+
+            async def waiting():
+                return (await queue_status())["waiting"] >= 1
+
+            async def cancelled():
+                return (await queue_status())["stats"].get("cancelled", 0) >= 1
+
+            # a queued disconnect: the backend is held, a request queues, its client leaves
+            holder = asyncio.create_task(post("/chat/completions", json=chat(CANARY + " hold")))
+            await until(lambda: emu.stats()["held"] == 1, "the holder took the slot")
+            queued = asyncio.create_task(c.post(url + "/chat/completions", json=chat(CANARY + " queued")))
+            await until(waiting, "a request queued behind the holder")
+            queued.cancel()  # the client leaves while queued
+            await until(cancelled, "the queued request left the queue")
+            emu.release_holds()
+            await holder
 
             await asyncio.gather(
                 post("/chat/completions", json=chat(CANARY + " long")),
-                queued_then_gone(),
                 post("/chat/completions", json=chat(CANARY)),
                 post("/chat/completions", json=chat(CANARY, stream=True)),
                 aborted_stream(),
@@ -301,6 +320,14 @@ async def test_litellm_proxy_never_leaks_the_prompt(sandbox):
             metrics = (await c.get(proxy.base_url + "/metrics/")).text
             status = (await c.get(f"http://127.0.0.1:{status_port}/sjf/status")).text
         assert emu.stats()["received"] >= 8
+        # the paths above really ran: the queued client left before the backend saw it, and
+        # the aborted stream was cut off at the backend before its answer was done
+        order = emu.stats()["order"]
+        assert short_hash(CANARY + " queued") not in [o["hash"] for o in order]
+        long_streams = [o for o in order if o["hash"] == short_hash(CANARY + " long") and o["stream"]]
+        assert [o["outcome"] for o in long_streams] == ["disconnected"], long_streams
+        st = json.loads(status)
+        assert st["backends"][emu.base_url]["stats"]["cancelled"] >= 1
         assert "sjf_admissions_total" in metrics and not leaks(metrics)
         assert status and not leaks(status)
         log = proxy.log_text()

@@ -36,12 +36,29 @@ def backend() -> str:
 
 
 async def wait_until(cond, timeout=10.0, step=0.005):
+    """Wait until ``cond()`` (a plain or an async callable) is true; fail after ``timeout`` s."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
-    while not cond():
+    while True:
+        got = cond()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return
         if loop.time() > end:
             raise AssertionError("condition not reached")
         await asyncio.sleep(step)
+
+
+def snap_is(q, **want):
+    """An async condition: ``q.snapshot()`` has these values."""
+    async def cond():
+        try:
+            snap = await q.snapshot()
+        except ra.ConnectionError:  # a pooled connection to a restarted server: ask again
+            return False
+        return all(snap.get(k) == v for k, v in want.items())
+    return cond
 
 
 @pytest.fixture
@@ -290,46 +307,50 @@ async def test_release_is_idempotent_and_thread_safe(stores):
 
 
 async def test_stale_holder_cannot_release_a_newer_lease(stores):
-    q = stores(slots=1, redis_lease_ttl_s=0.3)
+    # a 2 s lease: B's heartbeat (every 0.67 s) keeps it on a loaded machine
+    q = stores(slots=1, redis_lease_ttl_s=2.0)
     a = q.ticket(pred(0.1))
     await a.acquire()
     ls = q._state()
     ls.held.pop(a.fence)  # A's process stalls: its lease is no longer renewed
     b = q.ticket(pred(0.1))
-    await asyncio.wait_for(b.acquire(), 5)  # granted after A's lease expired
+    await asyncio.wait_for(b.acquire(), 20)  # granted after A's lease expired
     assert b.fence != a.fence and int(b.fence) > int(a.fence)
     c = q.ticket(pred(0.1))
     c_task = asyncio.create_task(c.acquire())
-    await wait_until(lambda: c.rid is not None)
+    await wait_until(snap_is(q, waiting=1))  # C waits in Redis
     assert await a.arelease() is True  # A believes it released ...
-    await asyncio.sleep(0.2)
-    assert not c_task.done()  # ... but B's slot stays B's: C still waits
+    # ... but B's slot stays B's: a release grants the next waiter in the same script, so
+    # right after it Redis still has B in flight and C waiting
     snap = await q.snapshot()
-    assert snap["in_flight"] == 1 and snap["expired_leases"] == 1
+    assert snap["in_flight"] == 1 and snap["waiting"] == 1 and snap["expired_leases"] == 1
+    assert not c_task.done()
     await b.arelease()
     await asyncio.wait_for(c_task, 5)
     await c.arelease()
 
 
 async def test_lease_hold_limit_force_releases(stores):
-    q = stores(slots=1, lease_ttl_s=0.4, redis_lease_ttl_s=0.6)
+    q = stores(slots=1, lease_ttl_s=0.4, redis_lease_ttl_s=5.0)  # the hold limit, not Redis's TTL, acts
     a = q.ticket(pred(0.1))
     await a.acquire()
     b = q.ticket(pred(0.1))
-    await asyncio.wait_for(b.acquire(), 5)  # a never released: the hold limit did it
+    await asyncio.wait_for(b.acquire(), 20)  # a never released: the hold limit did it
     assert a.state == "released" and q.stats.expired == 1
     assert a.release() is False
     await b.arelease()
 
 
 async def test_renew_keeps_a_long_holder(stores):
-    q = stores(slots=1, lease_ttl_s=0.5, redis_lease_ttl_s=0.3)
+    # TTLs a loaded machine keeps with margin: the hold limit renewed every 0.5 s (2 s), the
+    # Redis lease by the heartbeat every 0.5 s (1.5 s)
+    q = stores(slots=1, lease_ttl_s=2.0, redis_lease_ttl_s=1.5)
     a = q.ticket(pred(0.1))
     await a.acquire()
     b = q.ticket(pred(0.1))
     b_task = asyncio.create_task(b.acquire())
-    for _ in range(6):  # 1.2 s: > both TTLs, renewed by the holder
-        await asyncio.sleep(0.2)
+    for _ in range(7):  # 3.5 s: > both TTLs, renewed by the holder
+        await asyncio.sleep(0.5)
         a.renew()
     assert not b_task.done() and a.state == "running"
     await a.arelease()
@@ -396,49 +417,61 @@ async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
 
 # ---- liveness: dead waiters, no polling -------------------------------------------------------
 async def test_dead_waiter_is_removed(stores):
-    q = stores(slots=1, waiter_ttl_s=0.4)
+    ttl = 1.5  # heartbeat every 0.5 s: 1 s of margin for a live waiter on a loaded machine
+    q = stores(slots=1, waiter_ttl_s=ttl, redis_lease_ttl_s=ttl)
     hold = q.ticket(pred(0.1))
     await hold.acquire()
     ls = q._state()
     # a waiter whose process died right after enqueueing: nobody heartbeats it
-    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", "2.0", "999@dead"])
+    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", str(ttl), "999@dead"])
     assert (await q.snapshot())["waiting"] == 1
-    await asyncio.sleep(0.6)
-    snap = await q.snapshot()
-    assert snap["waiting"] == 0 and snap["expired_waiters"] == 1
-    # a live waiter behind it is heart-beaten and not removed
+    await wait_until(snap_is(q, waiting=0, expired_waiters=1), timeout=30, step=0.1)
+    # a live waiter behind it is heart-beaten and not removed, well past its TTL
     w = q.ticket(pred(0.5))
     task = asyncio.create_task(w.acquire())
-    await asyncio.sleep(1.0)
-    assert (await q.snapshot())["waiting"] == 1
+    await wait_until(snap_is(q, waiting=1))
+    await asyncio.sleep(2.5 * ttl)
+    snap = await q.snapshot()
+    assert snap["waiting"] == 1 and snap["expired_waiters"] == 1
     await hold.arelease()
     await asyncio.wait_for(task, 5)
     await w.arelease()
 
 
-async def test_waiters_do_not_poll(stores, redis_url):
-    q = stores(slots=1)
-    hold = q.ticket(pred(0.1))
-    await hold.acquire()
-    async def job():
-        async with q.ticket(pred(0.5)):
-            pass
+async def test_waiters_do_not_poll(stores):
+    """Five waiters behind a held slot send Redis nothing while idle but the batched
+    heartbeat: every command is counted (INFO commandstats on a server of this test's own,
+    so no other test's traffic is in the figures)."""
+    with RedisServer() as srv:
+        # heartbeat every min(ttl) / 3 = 10 s: at most one lands in the 2 s window
+        q = stores(url=srv.url, slots=1, waiter_ttl_s=30.0, redis_lease_ttl_s=30.0)
+        hold = q.ticket(pred(0.1))
+        await hold.acquire()
 
-    tasks = [asyncio.create_task(job()) for _ in range(5)]
-    await asyncio.sleep(0.3)
-    r = ra.Redis.from_url(redis_url, decode_responses=True)
-    before = await r.info("commandstats")
-    await asyncio.sleep(1.0)  # LiteLLM's scheduler would poll ~33 times per waiter here
-    after = await r.info("commandstats")
-    await r.aclose()
+        async def job():
+            async with q.ticket(pred(0.5)):
+                pass
 
-    def calls(stats):
-        return sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_blpop",
-                                                                  "cmdstat_get", "cmdstat_zrange"))
+        tasks = [asyncio.create_task(job()) for _ in range(5)]
+        r = ra.Redis.from_url(srv.url, decode_responses=True)
+        for _ in range(2000):  # event-based: until all five wait in Redis (and block in BLPOP)
+            info = await r.info("commandstats")
+            if (await q.snapshot())["waiting"] == 5 and info.get("cmdstat_blpop", {}).get("calls", 0) >= 5:
+                break
+            await asyncio.sleep(0.005)
+        before = await r.info("commandstats")
+        await asyncio.sleep(2.0)  # LiteLLM's scheduler would poll ~66 times per waiter here
+        after = await r.info("commandstats")
+        await r.aclose()
 
-    assert calls(after) - calls(before) <= 2 + 1  # at most a heartbeat, plus the INFO itself
-    await hold.arelease()
-    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        delta = {k: after[k]["calls"] - before.get(k, {}).get("calls", 0) for k in after}
+        delta = {k.removeprefix("cmdstat_"): n for k, n in delta.items() if n}
+        expected = {"info": 1}  # the first INFO above (a command is counted once it has run)
+        assert delta.get("evalsha", 0) <= 1, delta  # at most one heartbeat
+        assert {k: n for k, n in delta.items() if k != "evalsha"} == expected, delta
+        await hold.arelease()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        await q.aclose()
 
 
 # ---- τ in Redis -------------------------------------------------------------------------------
@@ -567,17 +600,16 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
 
 async def test_leases_are_reasserted_after_redis_lost_its_data():
     with RedisServer() as srv:
-        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), redis_lease_ttl_s=0.6, retry_s=0.1)
+        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), redis_lease_ttl_s=3.0, retry_s=0.1)
         a = q.ticket(pred(0.1))
         await a.acquire()
         await asyncio.get_running_loop().run_in_executor(None, srv.restart)
-        await asyncio.sleep(0.5)  # the holder's heartbeat re-creates its lease in the new state
-        snap = await q.snapshot()
-        assert snap["in_flight"] == 1 and snap["reasserted"] == 1
+        # the holder's next heartbeat re-creates its lease in the new state
+        await wait_until(snap_is(q, in_flight=1, reasserted=1), timeout=30, step=0.05)
         b = q.ticket(pred(0.1))
         task = asyncio.create_task(b.acquire())
-        await asyncio.sleep(0.3)
-        assert not task.done()  # the bound holds again
+        await wait_until(snap_is(q, waiting=1))  # b reached Redis and waits there:
+        assert not task.done() and (await q.snapshot())["in_flight"] == 1  # the bound holds again
         await a.arelease()
         await asyncio.wait_for(task, 5)
         assert b.mode == "redis"

@@ -99,7 +99,12 @@ async def test_worker_killed_mid_request_returns_its_slot_within_the_lease_ttl(r
                 await asyncio.sleep(0.05)
 
         tasks = [asyncio.create_task(job(i)) for i in range(6)]
-        await asyncio.sleep(1.5)
+        end = time.monotonic() + 60
+        snap = await q.snapshot()
+        while snap["waiting"] < 8 and time.monotonic() < end:  # an event-based wait: all queued
+            await asyncio.sleep(0.05)
+            snap = await q.snapshot()
+        await asyncio.sleep(1.5 * ttl)  # longer than the lease TTL: only renewals keep the holder's slot
         snap = await q.snapshot()
         assert snap["in_flight"] == 1 and snap["waiting"] == 8, repr({k: v for k, v in snap.items() if k not in ("epoch", "tau_s", "mean_short_service_s")})
         assert [h["owner"].split("@")[0] for h in snap["holders"]] == [str(holder.proc.pid)]
@@ -115,7 +120,9 @@ async def test_worker_killed_mid_request_returns_its_slot_within_the_lease_ttl(r
         assert late.proc.wait(10) == 0
         first = min(granted + [late_granted]) - killed_at
         print(f"\nslot back {first:.2f} s after SIGKILL (lease TTL {ttl} s)")
-        assert first <= ttl + 1.0  # lease TTL, plus scheduling slack on a busy machine
+        # the lease TTL, plus up to one TTL of slack for a loaded 2-core machine: far below
+        # the 120 s the dead holder meant to keep the slot
+        assert first <= 2 * ttl
         assert not any(line.startswith("ACQUIRED") for line in waiter.seen)
         snap = await q.snapshot()
         assert snap["in_flight"] == 0 and snap["waiting"] == 0

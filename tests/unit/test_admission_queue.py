@@ -1,7 +1,7 @@
 """The in-process admission queue (asyncio): DESIGN.md invariants 1–5 and 7, rate limits.
 
-Invariant 1 is measured at a real backend (the emulator, over real sockets); the others
-use the queue directly. τ uses an injected clock, so no test depends on wall-clock speed.
+Invariant 1 measured at a real backend is in tests/integration/test_admission_backend.py;
+these tests use the queue directly. τ uses an injected clock, so no test depends on wall-clock speed.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import asyncio
 import logging
 import threading
 
-import httpx
 import pytest
 
 from sjf_core.admission._local import AdmissionQueue, QueueEvents
@@ -36,26 +35,6 @@ class Clock:
 async def settle():
     for _ in range(5):
         await asyncio.sleep(0)
-
-
-# ---- 1. concurrency bound, measured at the backend ---------------------------------------------
-async def test_slots_bound_measured_at_the_emulator(emulator_factory):
-    emu = await emulator_factory(tokens_per_s=2000, slots=8, seed=3)
-    q = AdmissionQueue(slots=2, policy="sjf", name=emu.base_url)
-
-    async def call(i, client):
-        async with q.ticket(pred((i % 10) / 10)):
-            r = await client.post(emu.base_url + "/chat/completions",
-                                  json={"model": "m", "messages": [{"role": "user", "content": f"q{i}"}],
-                                        "max_tokens": 20})
-            r.raise_for_status()
-
-    async with httpx.AsyncClient(timeout=60) as client:
-        await asyncio.gather(*[call(i, client) for i in range(24)])
-    st = emu.stats()
-    assert st["served"] == 24
-    assert st["max_in_flight"] == 2  # never more than slots, and both used (work-conserving)
-    assert q.in_flight == 0 and q.stats.max_in_flight == 2
 
 
 # ---- 2. exactly-once release -----------------------------------------------------------------

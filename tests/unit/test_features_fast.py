@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +13,29 @@ from sjf_core.predict import _fastscan as fastscan
 from sjf_core.predict._features import HEAD_CHARS, TAIL_CHARS, extract_v1, extract_v1_py
 from sjf_core.predict._features_v2 import FEATURE_NAMES_V2, extract_v2, extract_v2_py
 
-pytestmark = pytest.mark.skipif(not fastscan.available(), reason="C accelerator not built (pip install builds it)")
+
+
+def _why_unavailable() -> str:
+    try:
+        from sjf_core.predict import _scan  # noqa: F401
+    except ImportError as exc:
+        return f"sjf_core.predict._scan was not built (pip install builds it): {exc}"
+    return "sjf_core.predict._scan is built but fastscan refused it: the v2 column layout no longer matches _scan.c"
+
+
+@pytest.fixture(autouse=True)
+def _accelerator():
+    """Run only with the accelerator. Forced off (SJF_NO_C_SCAN): skip. Not built: skip
+    locally, fail in CI (the install builds it there). Built but refused (a layout that no
+    longer matches the C code): always fail."""
+    if fastscan.available():
+        return
+    if os.environ.get("SJF_NO_C_SCAN"):
+        pytest.skip("SJF_NO_C_SCAN is set: the C accelerator is off on purpose")
+    why = _why_unavailable()
+    if os.environ.get("CI") or "refused" in why:
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
 
 CASES = [
     "", " ", "?", "What is 2+2?", "Briefly, explain how a Python function and a class differ, and list 3 examples?",

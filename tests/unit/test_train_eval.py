@@ -13,9 +13,6 @@ from sjf_core.predict._rank_metrics import class_accuracy, kendall_tau_b, rankin
 from sjf_lab.train_data import build_dataset, load_rows, prompt_key, split_of
 from sjf_lab.training_log import TrainingLogWriter, decode_features, encode_record
 
-pytest.importorskip("xgboost")
-pytest.importorskip("onnxmltools")
-
 
 # ---- metrics -------------------------------------------------------------------------------
 def _brute_ranking(scores, tokens):

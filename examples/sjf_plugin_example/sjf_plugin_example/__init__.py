@@ -17,7 +17,7 @@ import re
 import threading
 from collections import Counter
 
-from sjf_core.ext._hooks import hookimpl
+from sjf_core import hookimpl
 
 __all__ = ["sjf_predict", "sjf_ordering_key", "COUNTS", "reset"]
 

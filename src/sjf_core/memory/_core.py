@@ -1,5 +1,5 @@
 """The online length memory: evidence from this deployment's answered requests, blended
-with the base predictor by how much of it there is (docs/memory.md).
+with the base predictor by how much of it there is.
 
 Contract:
 
@@ -7,32 +7,17 @@ Contract:
   a request, its body, its scored text and its feature vector (float32 [F]), and returns a
   Prediction. With no evidence it returns the base prediction object itself (no change).
   The returned prediction carries an :class:`Evidence` handle (:func:`handle_of`): digests,
-  a 32-float point and numbers, never text.
+  a 32-float point and numbers, never text. Never raises (a fault: the base prediction).
 * :meth:`LengthMemory.observe` takes that handle and the true answer tokens (int >= 0) and
   updates every key of the request, the neighbour ring and the online accuracy window.
-  O(keys) per update; the key store is bounded (LRU) and the ring is bounded.
+  O(keys) per update; the key store is bounded (LRU) and the ring is bounded. Never raises.
 
-Blending (all in ``ln(1 + tokens)``, base ``x = ln(1 + E_base)``):
-
-1. **Keys** (:mod:`~sjf_core.memory._keys`): each key with evidence (but ``group``, which
-   only gives σ0²) gives a Bayesian
-   estimate (mean, predictive variance) of the answer (:func:`~sjf_core.memory._stats.estimate`,
-   prior = the base with the residual variance σ0² of the deployment, learned online);
-   the one with the smallest predictive variance is used, if that is below 0.8 σ0²: ``μ1``.
-   No such key: ``μ1 = x``.
-2. **Neighbours** (:mod:`~sjf_core.memory._neighbours`): ``corr`` = similarity-weighted
-   mean residual ``y − μ1`` of the nearest answered requests of the same deployment.
-   ``μ = μ1 + w · corr``, where ``w ∈ [0, 1]`` is *earned* twice: it is the ridge
-   regression coefficient of the realised residual on ``corr`` over past answers
-   (prequential: ``corr`` is computed before the answer is in the ring), and it is used
-   only while a gate is open: over the rolling window of answered requests (at least 400,
-   with 30 Short and 30 Long), adding the correction each of them would have got (the
-   weight as it was before its answer: prequential) ranked them better (paper Eq. 2) than
-   the key estimate alone by at least 2 pp, and by at least 1 pp on the most recent half.
-   A closed gate also skips the ring search at scoring (it then runs at completion).
-
-The returned prediction has ``expected_tokens = exp(μ) − 1`` and class probabilities
-from ``ln(1 + tokens) ~ N(μ − σ²/2, σ²)`` (σ² the predictive variance, at most σ0²).
+All in ``ln(1 + tokens)``: the key with the smallest predictive variance below 0.8 σ0² gives
+``μ1`` (keys: :mod:`~sjf_core.memory._keys`, estimates: :mod:`~sjf_core.memory._stats`); the
+neighbour correction (:mod:`~sjf_core.memory._neighbours`) is added with its earned weight only
+while the gate is open (:mod:`~sjf_core.memory._gate`). The result has ``expected_tokens =
+exp(μ) − 1`` and class probabilities from ``N(μ − σ²/2, σ²)``, σ² <= σ0². The method and its
+measurements: docs/memory.md ("Blending").
 """
 
 from __future__ import annotations
@@ -46,12 +31,13 @@ import weakref
 from collections import deque
 from typing import Any
 
-import numpy as np
-
 from sjf_core.predict._prediction import Prediction
+from sjf_core.memory import _persist
 from sjf_core.memory import _stats as st
+from sjf_core.memory._gate import GATE_EVERY, GATE_MIN, gate, online_accuracy
+from sjf_core.memory._evidence import Evidence, attach as _attach, handle_of
 from sjf_core.memory._keys import evidence_keys
-from sjf_core.memory._neighbours import BYTES_PER_ENTRY, NeighbourRing, embed, group_id
+from sjf_core.memory._neighbours import BYTES_PER_ENTRY, NeighbourRing
 from sjf_core.memory._store import BYTES_PER_KEY, LocalStore
 
 log = logging.getLogger("sjf_core.memory")
@@ -68,58 +54,7 @@ _NN_SALT = b"nn"
 #: a key is used only when its predictive variance is below this fraction of the base's (σ0²):
 #: a key whose answers vary as much as one-off traffic does is no evidence
 _KEY_GAIN = 0.8
-#: neighbour gate: re-checked every _GATE_EVERY answers, needs _GATE_MIN in the window and a
-#: ranking accuracy gain of at least _GATE_MARGIN
-_GATE_EVERY, _GATE_MIN, _GATE_MARGIN, _GATE_MIN_CLASS = 50, 400, 0.02, 30
 _LIVE: "weakref.WeakSet[LengthMemory]" = weakref.WeakSet()
-
-
-class Evidence:
-    """What the memory keeps of one scored request until its answer: no text.
-
-    Attributes: group (16-byte digest), gid (int64), digests (tuple of 16-byte digests),
-    kinds (their kinds), point (float32 [32]), x (base ln(1+tokens)), mu1 (key
-    estimate), corr (neighbour correction), n_nb (neighbours used), mu (final),
-    used (kind of evidence used: "key:<kind>", "neighbour", "both" or None), done.
-    """
-
-    __slots__ = ("group", "gid", "digests", "kinds", "_features", "_point", "x", "mu1", "corr", "n_nb", "mu", "used", "done",
-                 "queried", "__weakref__")
-
-    def __init__(self, group, digests, kinds, features, x):
-        self.group = group
-        self.gid = group_id(group)
-        self.digests = digests
-        self.kinds = kinds
-        self._features = features
-        self._point = None
-        self.x = x
-        self.mu1 = x
-        self.corr = 0.0
-        self.n_nb = 0
-        self.mu = x
-        self.used = None
-        self.done = False
-        self.queried = False
-
-    @property
-    def point(self) -> np.ndarray:
-        """The request's point in the neighbour space (float32 [32]), computed on first use;
-        the feature vector is dropped then."""
-        if self._point is None:
-            f, self._features = self._features, None
-            self._point = embed(f) if f is not None else np.zeros(32, np.float32)
-        return self._point
-
-
-def handle_of(prediction: Any) -> Evidence | None:
-    """The :class:`Evidence` attached to a prediction by :meth:`LengthMemory.score`, or None."""
-    return getattr(prediction, "_sjf_evidence", None)
-
-
-def _attach(prediction: Prediction, ev: Evidence) -> Prediction:
-    object.__setattr__(prediction, "_sjf_evidence", ev)  # frozen dataclass: a side attribute, not a field
-    return prediction
 
 
 def _nn_digest(group: bytes) -> bytes:
@@ -288,7 +223,7 @@ class LengthMemory:
                 self.window.append((ev.mu, ev.x, float(answer_tokens), ev.mu1, applied))
                 self.counters["observed"] += 1
                 n_obs = self.counters["observed"]
-            if n_obs % _GATE_EVERY == 0:
+            if n_obs % GATE_EVERY == 0:
                 self._update_gate(ev.group)
             if self.persist_path and self.save_every and n_obs % self.save_every == 0:
                 self._save_quietly()
@@ -304,29 +239,15 @@ class LengthMemory:
         return min(1.0, max(0.0, nn[1] / (nn[2] + _LAMBDA_NN)))
 
     def _update_gate(self, group: bytes) -> None:
-        """Open neighbour evidence when, over the rolling window, adding it would have ranked
-        the answered requests better (paper Eq. 2) than the key estimate alone, by at least
-        ``_GATE_MARGIN``; close it otherwise. Prequential: every correction in the window was
-        computed before its answer was known."""
-        from sjf_core.predict._rank_metrics import ranking_accuracy
-
+        """Open or close neighbour evidence from the rolling window (:func:`~sjf_core.memory._gate.gate`)."""
         with self._lock:
             rows = list(self.window)
-        if len(rows) < _GATE_MIN:
+        if len(rows) < GATE_MIN:
             return
         nn = self._get([_nn_digest(group)])[0]
-        w = self._nn_weight(nn) if nn else 0.0
-        a = np.asarray(rows, dtype=np.float64)
-        keys_only, n_s, n_l = ranking_accuracy(a[:, 3], a[:, 2])
-        with_nn = ranking_accuracy(a[:, 3] + a[:, 4], a[:, 2])[0]
-        half = len(a) // 2  # the gain must also hold on the most recent half of the window
-        recent_gain = ranking_accuracy(a[half:, 3] + a[half:, 4], a[half:, 2])[0] - \
-            ranking_accuracy(a[half:, 3], a[half:, 2])[0]
-        ok = (w > 0 and min(n_s, n_l) >= _GATE_MIN_CLASS and not math.isnan(keys_only) and not math.isnan(with_nn)
-              and with_nn - keys_only >= _GATE_MARGIN and recent_gain >= _GATE_MARGIN / 2)
-        self.nn_open = bool(ok)
-        self.nn_gate = {"open": self.nn_open, "weight": round(w, 4), "eq2_keys": round(keys_only, 4),
-                        "eq2_with_neighbours": round(with_nn, 4), "n": len(rows)}
+        got = gate(rows, self._nn_weight(nn) if nn else 0.0)
+        if got is not None:
+            self.nn_open, self.nn_gate = got
 
     def flush(self, timeout_s: float | None = 10.0) -> bool:
         """Wait until shared evidence was written (Redis store); True at once for a local store."""
@@ -336,17 +257,9 @@ class LengthMemory:
     # ---- observability --------------------------------------------------------------------
     def online_accuracy(self) -> dict:
         """Rolling paper Eq. 2 over the last ``window`` answered requests: memory vs base."""
-        from sjf_core.predict._rank_metrics import ranking_accuracy
-
         with self._lock:
             rows = list(self.window)
-        if not rows:
-            return {"n": 0, "memory": None, "base": None, "n_short": 0, "n_long": 0}
-        a = np.asarray(rows, dtype=np.float64)
-        acc_m, ns, nl = ranking_accuracy(a[:, 0], a[:, 2])
-        acc_b, _, _ = ranking_accuracy(a[:, 1], a[:, 2])
-        f = lambda v: None if math.isnan(v) else round(v, 4)
-        return {"n": len(rows), "memory": f(acc_m), "base": f(acc_b), "n_short": ns, "n_long": nl}
+        return online_accuracy(rows)
 
     def status(self) -> dict:
         """Counters, sizes and the online ranking accuracy (JSON-able, no text)."""
@@ -367,17 +280,7 @@ class LengthMemory:
     # ---- persistence (opt-in) --------------------------------------------------------------
     def save(self, path: str | None = None) -> None:
         """Write digests, key statistics and the neighbour ring to ``path`` (.npz); no text."""
-        path = path or self.persist_path
-        local = getattr(self.store, "local", self.store)
-        items = local.items()
-        keys = np.frombuffer(b"".join(k for k, _ in items), dtype=np.uint8).reshape(-1, 16) if items else \
-            np.zeros((0, 16), np.uint8)
-        vals = np.asarray([v for _, v in items], dtype=np.float64).reshape(-1, 6)
-        n = len(self.ring)
-        tmp = f"{path}.tmp.{os.getpid()}.npz"
-        np.savez(tmp, keys=keys, stats=vals, points=self.ring.points[:n], groups=self.ring.groups[:n],
-                 resid=self.ring.resid[:n])
-        os.replace(tmp, path)
+        _persist.save(path or self.persist_path, getattr(self.store, "local", self.store), self.ring)
 
     def _save_quietly(self) -> None:
         try:
@@ -386,17 +289,7 @@ class LengthMemory:
             log.warning("length memory: could not save to %s (%s)", self.persist_path, type(exc).__name__)
 
     def _load(self, path: str) -> None:
-        if not os.path.exists(path):
-            return
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                local = getattr(self.store, "local", self.store)
-                for k, v in zip(z["keys"], z["stats"]):
-                    local.put(bytes(k), v.tolist())
-                for p, g, r in zip(z["points"], z["groups"], z["resid"]):
-                    self.ring.add(p, int(g), float(r))
-        except Exception as exc:
-            log.warning("length memory: could not load %s (%s); starting empty", path, type(exc).__name__)
+        _persist.load(path, getattr(self.store, "local", self.store), self.ring)
 
 
 def memory_from_env(redis_url: str | None = None, redis_options: dict | None = None, environ=None) -> LengthMemory | None:

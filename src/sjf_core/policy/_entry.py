@@ -75,7 +75,8 @@ class Entry:
     removed: bool = field(default=False, repr=False)
     promoted: bool = field(default=False, repr=False)
     dispatched_at: float = field(default=math.nan, repr=False)
-    #: served work (answer tokens) of the queue when this entry arrived ("work-aging")
+    #: served work (answer tokens) of the queue when this entry arrived (the served-work
+    #: rules "work-bound" and "work-aging", :mod:`sjf_core.policy.promotion`)
     served_at_arrival: float = field(default=0.0, repr=False)
     #: work charged for this entry on the served-work clock (tokens; set at push)
     work_tokens: float = field(default=0.0, repr=False)

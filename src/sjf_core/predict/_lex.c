@@ -1,9 +1,9 @@
-/* Optional C accelerator of sjf_core.lexicon.buckets_of + Lexicon.score_buckets.
+/* Optional C accelerator of sjf_core.predict._lexicon.buckets_of + Lexicon.score_buckets.
  *
  * score(window_lower: bytes, weights: float32 buffer [n], n_buckets: int) -> (sum: float, count: int)
  *
  * Words are maximal runs of [a-z0-9_] or bytes >= 0x80 of the already lower-cased window
- * (the regex of sjf_core.lexicon._WORD). Each word is hashed with CRC-32 (zlib's polynomial);
+ * (the regex of sjf_core.predict._lexicon._WORD). Each word is hashed with CRC-32 (zlib's polynomial);
  * unigram bucket = h & (n - 1); bigram bucket = ((((h_i * MIX1 + h_{i+1} + 0x5BD1E995) & M32)
  * * MIX2) & M32) >> 8 & (n - 1), exactly the numpy uint64 arithmetic of the Python code.
  * Returns the float64 sum of the weights of the distinct buckets and their number; the
@@ -120,7 +120,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_lex",
-                                    "Optional C accelerator of sjf_core.lexicon.", -1, methods};
+                                    "Optional C accelerator of sjf_core.predict._lexicon.", -1, methods};
 
 PyMODINIT_FUNC PyInit__lex(void) {
     init_crc();

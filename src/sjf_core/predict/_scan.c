@@ -1,7 +1,7 @@
 /*
- * sjf_core._scan: optional C accelerator of the v1/v2 feature extractors.
+ * sjf_core.predict._scan: optional C accelerator of the v1/v2 feature extractors.
  *
- * It computes exactly what sjf_core/features.py and features_v2.py compute in Python
+ * It computes exactly what sjf_core/predict/_features.py and _features_v2.py compute in Python
  * (the Python code is the reference; tests/unit/test_features_fast.py checks equality on real
  * prompts and random text). It holds no word lists of its own: Python passes them in with
  * configure(), so the two implementations cannot drift apart silently.
@@ -482,7 +482,7 @@ static PyObject *scan_configure(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"fill", scan_fill, METH_VARARGS, "fill(window_utf8, n_chars, n_chars_window, out, layout): v1/v2 features."},
-    {"configure", scan_configure, METH_VARARGS, "configure(...): word lists and sizes from sjf_core.features*."},
+    {"configure", scan_configure, METH_VARARGS, "configure(...): word lists and sizes from sjf_core.predict._features*."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_scan",

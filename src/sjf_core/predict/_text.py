@@ -5,7 +5,7 @@
   ``developer`` messages (joined with a newline), after a blank line, bounded to
   :data:`INSTRUCTION_CHARS` characters (first and last half when longer). The
   instructions go last so that they land in the scanned tail of the features
-  (``features.window``), where "answer in one sentence" or "reply with a 3-5 word
+  (:func:`sjf_core.predict._features.window`), where "answer in one sentence" or "reply with a 3-5 word
   title" is read like an instruction after pasted material; the user message stays
   first, so the head window still reads the request itself. A string content is used
   as is; a list of content parts contributes its text parts (``{"type": "text",

@@ -15,14 +15,14 @@ local work = num(expected_s(tonumber(klass), tonumber(ARGV[A + 5])))
 local arrival = NOW - tonumber(ARGV[A + 3])
 local level, score = prio, key
 local tau = tau_s()
--- work of this request on the served-work clock (pending.work_tokens)
+-- work of this request on the served-work clock (promotion.work_tokens)
 local wt = math.max(tonumber(ARGV[A + 5]) or 0, 0) + OVERHEAD
 if WORKA then
-  -- HeapPending.order_key, "work-aging": key + span / (TOKEN_SPAN × slowdown) × served work
+  -- promotion.WorkAging.order_key: key + span / (TOKEN_SPAN × slowdown) × served work
   score = num(tonumber(key) + SPAN / TOKEN_SPAN / SLOWDOWN * stnum('vw'))
 end
 if WORKB then
-  -- HeapPending._work_bound: served + max(slowdown × own work, (1 + slack) × work ahead),
+  -- promotion.WorkBound.bound: served + max(slowdown × own work, (1 + slack) × work ahead),
   -- the work ahead counting only waiters that arrived before the last dispatch
   local ahead = math.max(stnum('wtok') - stnum('wbatch'), 0)
   local vb = stnum('vw') + math.max(SLOWDOWN * wt, (1 + WSLACK) * ahead)
@@ -36,7 +36,7 @@ if AGING then
 end
 if FCFSB then
   if tau then
-    -- HeapPending._fcfs_bound: arrival + max(τ, (1 + slack) × backlog at arrival)
+    -- promotion.FCFSBound.bound: arrival + max(τ, (1 + slack) × backlog at arrival)
     local u = backlog(arrival)
     local mbl = stnum('mbl')
     redis.call('HSET', K_ST, 'mbl', num(mbl + 0.02 * (u - mbl)))

@@ -1,6 +1,7 @@
 -- clairvoyant-sjf Redis admission store: shared prelude of every script.
 -- The Python side (sjf_core.redis_queue) prepends this file to each script body. The
--- dispatch rule mirrors sjf_core.pending.HeapPending (same order, same parameters).
+-- dispatch rule mirrors sjf_core.policy._pending.HeapPending with the promotion strategies of
+-- sjf_core.policy.promotion (same order, same parameters: strategy.wire()).
 --
 -- KEYS (all share the hash tag {sjf:<backend>}, so one backend lives in one Cluster slot):
 --   1 seq     counter: ticket ids (arrival sequence, the FCFS tie-break)
@@ -24,7 +25,7 @@
 --  14 vb      prefix of <vb>:<level>: waiting ids by due point on the served-work clock
 --             (tokens), promotion "work-bound"; st.vw = served work (tokens), st.wtok =
 --             waiting work, st.wbatch = waiting work that arrived since the last dispatch
--- Strict priority bands (sjf_core.pending): every due index and the τ age index
+-- Strict priority bands (sjf_core.policy._pending): every due index and the τ age index
 -- (<age>:<level>, "strict" / "one-in-k") is kept per priority level, and only the top
 -- level with waiters (the lowest score of lv) is looked at, so a due waiter of a lower
 -- band never goes before a higher band.
@@ -281,7 +282,7 @@ local function grant(id, promoted)
   return true
 end
 
--- The waiter due first, if any (HeapPending._due_deadline): a deadline whose latest start
+-- The waiter due first, if any (PendingBase.pop: deadline, then the strategy's due()): a deadline whose latest start
 -- time has come, else ("fcfs-bound") the earliest FCFS bound that has come, once it has
 -- also waited FLOOR × the mean backlog; else ("work-bound") the earliest due point on the
 -- served-work clock that has come; all within priority level L (the top band). Returns id,
@@ -355,7 +356,7 @@ local function dispatch()
   return granted
 end
 
--- Aging (HeapPending.order_key): score = key + SPAN × (arrival - origin) / (HORIZON × τ),
+-- Aging (promotion.Aging.order_key): score = key + SPAN × (arrival - origin) / (HORIZON × τ),
 -- within the priority level (strict bands). The frame (origin, aging seconds) is re-anchored when the queue is empty,
 -- and all scores are rebuilt when τ drifted by more than 10% (rare, O(n log n)).
 local function aging_frame(arrival)
