@@ -18,12 +18,12 @@ then (ValueError on bad settings) and :meth:`SJFHandler.start` runs once.
 
 from __future__ import annotations
 
-import threading
+import threading as _threading
 
 from .handler import SJFHandler
 from .settings import PluginSettings, load_settings
 
-_lock = threading.Lock()
+_lock = _threading.Lock()
 _instance: SJFHandler | None = None
 
 
