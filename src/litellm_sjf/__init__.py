@@ -10,20 +10,51 @@ Add one line to the proxy's ``config.yaml``::
 Settings come from ``SJF_*`` environment variables and/or a file named by ``SJF_CONFIG``
 (see :mod:`litellm_sjf.settings` and ``examples/litellm_config.yaml``). How requests
 are held and released: :mod:`litellm_sjf.handler`.
+
+Importing this package builds nothing. :data:`proxy_handler_instance` is made on first
+access (LiteLLM's, when it loads its callbacks at proxy start-up): the settings are read
+then (ValueError on bad settings) and :meth:`SJFHandler.start` runs once.
 """
 
 from __future__ import annotations
 
+import threading as _threading
+
 from .handler import SJFHandler
 from .settings import PluginSettings, load_settings
 
-#: The instance LiteLLM loads from ``litellm_settings.callbacks`` (it must be an instance).
-proxy_handler_instance = SJFHandler()
+_lock = _threading.Lock()
+_instance: SJFHandler | None = None
+
+
+def _handler(start: bool) -> SJFHandler:
+    global _instance
+    with _lock:
+        if _instance is None:
+            _instance = SJFHandler()
+        inst = _instance
+    if start:
+        inst.start()
+        globals()["proxy_handler_instance"] = inst  # later lookups skip __getattr__
+    return inst
+
+
+def __getattr__(name: str):
+    #: ``proxy_handler_instance``: the instance LiteLLM loads from
+    #: ``litellm_settings.callbacks`` (it must be an instance), started on first access.
+    if name == "proxy_handler_instance":
+        return _handler(start=True)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"proxy_handler_instance"})
 
 
 def status() -> dict:
-    """Read-only state of :data:`proxy_handler_instance` (queues and counters, no prompt text)."""
-    return proxy_handler_instance.status()
+    """Read-only state of :data:`proxy_handler_instance` (queues and counters, no prompt
+    text); made, not started, if nothing asked for it yet."""
+    return _handler(start=False).status()
 
 
 __all__ = ["proxy_handler_instance", "SJFHandler", "PluginSettings", "load_settings", "status"]

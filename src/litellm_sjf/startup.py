@@ -16,7 +16,7 @@ parsed config.yaml, a dict) finds:
   ignored now.
 
 ``run_startup_checks(settings)`` reads the config file the running proxy was started
-with (``litellm.proxy.proxy_server.user_config_file_path``) and logs each warning once
+with (:func:`litellm_sjf._stream_pump.proxy_config_path`) and logs each warning once
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
 raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (no credentials).
 """
@@ -24,11 +24,11 @@ raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (n
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any, Mapping
 
 from sjf_core.ext._metrics import backend_label
 
+from ._stream_pump import proxy_config_path
 from .deployment import provider_and_model
 
 log = logging.getLogger("litellm_sjf")
@@ -98,8 +98,7 @@ def run_startup_checks(settings: Any) -> list[str]:
     if _done:
         return []
     try:
-        ps = sys.modules.get("litellm.proxy.proxy_server")
-        path = getattr(ps, "user_config_file_path", None) if ps is not None else None
+        path = proxy_config_path()
         config = None
         if path:
             import yaml

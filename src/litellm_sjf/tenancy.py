@@ -7,7 +7,6 @@
   not forward ``metadata`` nor client headers by default.
 * :func:`identity` — the caller's API key and team from LiteLLM's ``UserAPIKeyAuth``,
   for ``fairness`` "key" / "team" (hashed by :class:`sjf_core.policy._tenants.Fairness`).
-* :func:`superseded_error` — HTTP 409 for a request superseded while queued.
 * :func:`tenant_status` — per-tenant queue depth and oldest wait of one queue.
 
 Never raises on request data.
@@ -39,14 +38,6 @@ def identity(user_api_key_dict: Any) -> tuple[Any, Any]:
         return (key if isinstance(key, str) else None), (team if isinstance(team, str) else None)
     except Exception:
         return None, None
-
-
-def superseded_error():
-    """The HTTP 409 a superseded request gets (it never reached the backend)."""
-    from fastapi import HTTPException
-
-    return HTTPException(status_code=409, detail="SJF: superseded by a newer request with the same "
-                                                 "x-sjf-supersede key; it was never sent to the backend")
 
 
 def tenant_status(queue: Any, now: float | None = None) -> dict | None:

@@ -22,19 +22,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ._stream_pump import user_content_types
+
 _CHAT_CALLS = ("completion", "acompletion")
-
-
-def _valid_user_types() -> frozenset:
-    try:
-        from litellm.types.llms.openai import ValidUserMessageContentTypes
-
-        return frozenset(ValidUserMessageContentTypes)
-    except Exception:  # an other LiteLLM: no part-type check
-        return frozenset()
-
-
-_USER_TYPES = _valid_user_types()
+_USER_TYPES = user_content_types()
 
 
 def rejected_reason(kwargs: Any, call_type: Any) -> str | None:

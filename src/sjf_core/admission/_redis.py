@@ -35,8 +35,7 @@ from typing import Any, Callable
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._local import LocalAdmissionQueue
-from sjf_core.admission._redis_config import (ENV_OPTIONS, SUPPORTED_PROMOTIONS, ServerPolicy, policy_server_args,
-                                              queue_for_scheduler, redis_config)
+from sjf_core.admission._redis_config import SUPPORTED_PROMOTIONS, ServerPolicy, policy_server_args, redis_config
 from sjf_core.admission._redis_grant import RedisGrant, _RedisGrants
 from sjf_core.admission._redis_heartbeat import _Heartbeat
 from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, FAIL_MODES, OWNER, RedisQueueStats,
@@ -311,5 +310,5 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
 
 
 __all__ = ["RedisAdmissionQueue", "RedisGrant", "RedisUnavailable", "RedisQueueStats", "policy_server_args",
-           "redis_config", "queue_for_scheduler", "ServerPolicy", "ENV_OPTIONS", "OWNER",
+           "redis_config", "ServerPolicy", "OWNER",
            "hash_tag", "lua_sources", "SUPPORTED_PROMOTIONS", "FAIL_MODES"]

@@ -2,23 +2,20 @@
 
 :func:`policy_server_args` turns a :class:`~sjf_core.policy._policies.Policy` into the
 :class:`ServerPolicy` the Lua dispatcher reads (raises ``ValueError`` for a policy it cannot
-run); :func:`redis_config` resolves a Scheduler's Redis URL and options (arguments, then
-``$SJF_REDIS_*``); :func:`queue_for_scheduler` builds the store of one backend.
+run); :func:`redis_config` checks a Scheduler's Redis URL and options (it reads no
+environment: ``SJF_REDIS_*`` are read in :mod:`sjf_core.config`).
 """
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from sjf_core.admission._redis_wire import FAIL_MODES
 from sjf_core.policy._pending import HeapPending
 from sjf_core.policy.promotion import WIRE_DEFAULTS
-from sjf_core.policy._policies import Policy, make_policy
+from sjf_core.policy._policies import Policy
 
-log = logging.getLogger("sjf_core.admission._redis")
 
 #: Promotion rules the server-side dispatcher implements (see :mod:`sjf_core.policy.promotion`).
 SUPPORTED_PROMOTIONS = ("strict", "one-in-k", "aging", "fcfs-bound", "work-aging", "work-bound")
@@ -91,31 +88,18 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
     )
 
 
-#: Environment variables read by :func:`redis_config` (option name, parser).
-ENV_OPTIONS = {
-    "SJF_REDIS_FAIL_MODE": ("fail_mode", str),
-    "SJF_REDIS_LEASE_TTL_S": ("redis_lease_ttl_s", float),
-    "SJF_REDIS_WAITER_TTL_S": ("waiter_ttl_s", float),
-    "SJF_REDIS_PREFIX": ("prefix", str),
-    "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float),
-    "SJF_REDIS_RETRY_S": ("retry_s", float),
-}
-_OPTION_NAMES = {name for name, _ in ENV_OPTIONS.values()}
+#: Options of the Redis store (the ``redis`` settings map; ``SJF_REDIS_*`` in :mod:`sjf_core.config`).
+_OPTION_NAMES = {"fail_mode", "redis_lease_ttl_s", "waiter_ttl_s", "prefix", "op_timeout_s", "retry_s"}
 
 
-def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None,
-                 environ: Any = None) -> tuple[str | None, dict[str, Any]]:
-    """Resolve the Redis settings of a :class:`~sjf_core._scheduler.Scheduler`.
+def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None) -> tuple[str | None, dict[str, Any]]:
+    """Check the Redis settings of a :class:`~sjf_core._scheduler.Scheduler` (reads no environment).
 
     Args:
-        url: a Redis URL; None reads ``$SJF_REDIS_URL``; "" or False disables Redis.
+        url: a Redis URL; None, "" or False disables Redis.
         options: store options (see :class:`RedisAdmissionQueue`: ``fail_mode``,
-            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``,
-            ``retry_s``); a missing one is read from its environment variable
-            (``SJF_REDIS_FAIL_MODE``, ``SJF_REDIS_LEASE_TTL_S``, ``SJF_REDIS_WAITER_TTL_S``,
-            ``SJF_REDIS_PREFIX``, ``SJF_REDIS_OP_TIMEOUT_S``, ``SJF_REDIS_RETRY_S``).
+            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``).
         policy: the policy, checked with :func:`policy_server_args` when Redis is on.
-        environ: the environment mapping (default ``os.environ``).
 
     Returns:
         (url or None, options dict).
@@ -123,50 +107,14 @@ def redis_config(url: Any = None, options: Any = None, policy: Policy | None = N
     Raises:
         ValueError: unknown option, bad value, or a policy the store cannot run.
     """
-    env = os.environ if environ is None else environ
-    if url is None:
-        url = env.get("SJF_REDIS_URL") or None
     if not url:
         return None, {}
     opts = dict(options or {})
     unknown = set(opts) - _OPTION_NAMES
     if unknown:
         raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
-    for var, (name, parse) in ENV_OPTIONS.items():
-        if name not in opts and env.get(var):
-            try:
-                opts[name] = parse(env[var])
-            except ValueError:
-                raise ValueError(f"{var}={env[var]!r} is not a valid {parse.__name__}") from None
     if opts.get("fail_mode", "open") not in FAIL_MODES:
         raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {opts['fail_mode']!r}")
     if policy is not None:
         policy_server_args(policy)
     return str(url), opts
-
-
-def queue_for_scheduler(scheduler: Any, key: str) -> "RedisAdmissionQueue":
-    """The Redis-backed queue of backend ``key`` for a Scheduler with ``redis_url`` set."""
-    local: dict[str, Any] = {}
-    overload = getattr(scheduler, "backend_overload", {}).get(key, getattr(scheduler, "overload", None))
-    rate = getattr(scheduler, "backend_rate_limits", {}).get(key, getattr(scheduler, "rate_limit", None))
-    if overload is not None:
-        local["overload"] = overload
-    if rate is not None:
-        local["rate_limit"] = rate
-    if local:
-        log.warning("backend %s: overload control and rate limits are per process in Redis mode "
-                    "(applied only while failing open)", key)
-    from sjf_core.admission._redis import RedisAdmissionQueue
-
-    return RedisAdmissionQueue(
-        scheduler.redis_url,
-        slots=scheduler.backend_slots.get(key, scheduler.slots),
-        policy=make_policy(scheduler.policy_spec, **scheduler.policy_options),
-        name=key,
-        lease_ttl_s=scheduler.lease_ttl_s,
-        listeners=scheduler.listeners,
-        local_options=local,
-        fairness=getattr(scheduler, "fairness", None),
-        **scheduler.redis_options,
-    )

@@ -1,0 +1,185 @@
+"""Admission: score a request in the pre-call hook, queue it for a slot after routing.
+
+* :meth:`Admission.remember(data, call_type, user) <Admission.remember>` — pre-call hook:
+  scores the prompt (one predictor call), records a :class:`~litellm_sjf._calls.Call`
+  under ``data["litellm_call_id"]``; never waits. It removes LiteLLM's ``priority`` from
+  ``data`` (ours, :func:`litellm_sjf.tenancy.consume_intent`) and changes nothing else.
+  Call types we do not schedule and shapes without a call id pass through (counted).
+* :meth:`Admission.admit(kwargs, call_type) <Admission.admit>` — deployment hook: takes a
+  ticket on the chosen deployment's backend queue (normalised ``api_base``, or the named
+  ``queue``) and waits for a slot. Raises only ``asyncio.CancelledError`` (the client left
+  while queued: the ticket leaves the queue) and the deliberate refusals
+  :data:`~litellm_sjf._fail_open.REFUSALS` (the call's slot released and forgotten first);
+  any other fault lets the request through unscheduled (fail-open).
+
+A retry of the same call on the same backend keeps its slot; a re-run on another backend
+(fallback) hands the old slot back first. A request LiteLLM is certain to reject after
+routing (:mod:`litellm_sjf.validate`) takes no ticket. ``slots: auto`` asks the backend
+once, before its queue is made (:func:`litellm_sjf.deployment.backend_slots`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Mapping
+
+from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core._scheduler import backend_key
+
+from ._calls import Call, CallRegistry
+from ._fail_open import fail_open
+from ._stats import HandlerStats
+from .deployment import backend_slots, probe_target
+from .settings import AUTO
+from .tenancy import consume_intent, identity
+from .validate import rejected_reason
+
+log = logging.getLogger("litellm_sjf")
+
+#: LiteLLM call types the plugin schedules, and the endpoint whose text it scores.
+ENDPOINTS = {
+    "completion": "chat/completions", "acompletion": "chat/completions",
+    "text_completion": "completions", "atext_completion": "completions",
+    "responses": "responses", "aresponses": "responses",
+}
+#: request fields the queue may read (lengths, tenants, intent; never the prompt)
+META_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "metadata", "litellm_metadata")
+
+
+def _call_type_name(call_type: Any) -> str:
+    return str(getattr(call_type, "value", call_type) or "")
+
+
+class Admission:
+    """Pre-call scoring and post-routing queueing (module docstring). ``scheduler``: a
+    callable returning the :class:`sjf_core.Scheduler` (built on first use)."""
+
+    def __init__(self, settings: Any, scheduler: Callable[[], Any], calls: CallRegistry, stats: HandlerStats):
+        self.settings = settings
+        self.scheduler = scheduler
+        self.calls = calls
+        self.stats = stats
+        self._auto_slots: dict[str, asyncio.Future] = {}
+
+    # ---- pre-call -----------------------------------------------------------------------
+    def remember(self, data: Any, call_type: Any, user_api_key_dict: Any) -> None:
+        """Score and record one request (module docstring). Never raises."""
+        with fail_open(self.stats, "litellm_sjf pre-call hook failed; request passes unscheduled"):
+            if self.settings.disabled:
+                return
+            endpoint = ENDPOINTS.get(_call_type_name(call_type))
+            if endpoint is None or not isinstance(data, dict):
+                self.stats.passthrough += 1
+                return
+            cid = data.get("litellm_call_id")
+            if not isinstance(cid, str) or not cid:
+                self.stats.passthrough += 1
+                return
+            calls = self.calls
+            calls.prune()
+            psr = data.get("proxy_server_request")
+            psr_id = id(psr)
+            # A re-run of the same HTTP request (fallback) under a new call id: the old
+            # attempt is over, hand its slot back.
+            old = calls.by_request(psr_id) if psr is not None else None
+            if old is not None and old.cid != cid and not old.draining:
+                calls.release(old, None, "rerun")
+            prediction = self.scheduler().predict(data, endpoint)
+            if prediction is not None:
+                self.stats.scored += 1
+            else:
+                self.stats.unscored += 1
+            headers = psr.get("headers") if isinstance(psr, Mapping) else None
+            meta_body = {k: data[k] for k in META_KEYS if k in data}
+            consume_intent(data, meta_body)  # LiteLLM's `priority` is ours, never forwarded
+            call = Call(cid, psr_id, endpoint, prediction, meta_body,
+                        dict(headers) if isinstance(headers, Mapping) else None, bool(data.get("stream")))
+            call.api_key, call.team = identity(user_api_key_dict)
+            calls.add(call, has_psr=psr is not None)
+
+    # ---- after routing ------------------------------------------------------------------
+    async def admit(self, kwargs: Any, call_type: Any) -> None:
+        """Queue the call for a slot on the chosen backend and wait (module docstring)."""
+        call = None
+        ticket = None
+        try:
+            with fail_open(self.stats, "litellm_sjf could not queue a request; it passes unscheduled"):
+                call = self.calls.find(kwargs)
+                if call is None or call.done:
+                    return
+                ticket = await self._ticket(call, kwargs, call_type)
+            if ticket is None:
+                return
+            with fail_open(self.stats, "litellm_sjf admission failed; request passes unscheduled"):
+                await self._wait(call, ticket)
+        except AdmissionRejected:
+            self.stats.rejected_429 += 1
+            if call is not None:
+                self.calls.release(call, None, "failure")
+            raise
+
+    async def _ticket(self, call: Call, kwargs: Mapping, call_type: Any) -> Any:
+        """A new ticket for ``call`` on its backend, or None (keep the slot it has, or no slot)."""
+        if call.probe_task is not None and not call.probe_task.done():
+            await asyncio.shield(call.probe_task)  # a retry after a timeout waits until the backend is idle
+        if rejected_reason(kwargs, call_type) is not None:
+            # LiteLLM refuses it before it reaches the backend: no slot, no wait
+            self.stats.rejected_early += 1
+            self.calls.release(call, None, "failure")
+            return None
+        api_base = kwargs.get("api_base")
+        backend = self.settings.queue_key(api_base) if api_base else backend_key(f"model:{kwargs.get('model')}")
+        call.probe = probe_target(kwargs)
+        sched = self.scheduler()
+        if self.settings.slots_for(backend) == AUTO and backend not in sched.backend_slots:
+            await self._resolve_auto_slots(backend, call.probe)
+        t = call.ticket
+        if t is not None:
+            if t.running and call.backend == backend:
+                t.renew()  # a retry of this call on the same backend keeps its slot
+                call.acquired_wall = time.time()  # backup events of the failed attempt must not release it
+                return None
+            if t.waiting:
+                return None  # still waiting for its slot
+            if t.running:
+                t.release(None)  # re-run on another backend: hand the old slot back
+                self.stats.released_rerun += 1
+        ticket = sched.ticket(backend, call.meta_body, call.endpoint, call.headers, arrival=call.arrival,
+                              prediction=call.prediction, api_key=call.api_key, team=call.team)
+        call.ticket = ticket
+        call.backend = backend
+        return ticket
+
+    async def _wait(self, call: Call, ticket: Any) -> None:
+        try:
+            await ticket.acquire()
+        except asyncio.CancelledError:
+            self.stats.cancelled_queued += 1
+            self.calls.forget(call)
+            raise
+        except Superseded:
+            self.stats.superseded_409 += 1
+            self.calls.forget(call)
+            raise
+        self.stats.admitted += 1
+        call.acquired_wall = time.time()
+
+    async def _resolve_auto_slots(self, backend: str, target) -> None:
+        """``slots: auto``: ask the backend once (concurrent first requests share the answer)."""
+        fut = self._auto_slots.get(backend)
+        if fut is None:
+            from sjf_core.ext._metrics import backend_label
+
+            fut = self._auto_slots[backend] = asyncio.get_running_loop().create_future()
+            n, why = (await backend_slots(target)) if target is not None else (None, "the deployment has no api_base")
+            label = backend_label(backend)
+            if n is None:
+                n = 1
+                log.warning("litellm_sjf: slots: auto for %s: %s; using 1 slot", label, why)
+            else:
+                log.info("litellm_sjf: slots: auto for %s: %d (%s)", label, n, why)
+            self.scheduler().set_slots(backend, n)
+            fut.set_result(n)
+        await asyncio.shield(fut)
