@@ -1,7 +1,7 @@
 """Redis store plumbing: key names, server-side scripts, clients and per-loop state.
 
-The Lua scripts live in ``sjf_core/admission/lua/`` (a shared prelude ``lib.lua`` plus one
-body per script), run through redis-py's ``register_script``. Every key of a backend shares
+The Lua scripts live in ``sjf_core/admission/lua/`` (a shared prelude ``lib.lua`` +
+``dispatch.lua``, then one body per script), run through redis-py's ``register_script``. Every key of a backend shares
 the hash tag ``{<prefix>:<backend>}`` (:func:`hash_tag`), so one backend lives in one Redis
 Cluster slot. :data:`OWNER` ("<pid>@<host>") names this process in Redis entries (never
 prompt text). The data model is described in ``docs/redis.md`` ("How it works").
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from sjf_core.admission._ticket import Ticket
 
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
+#: The shared prelude of every script, in order: keys, arguments and helpers; the dispatch rule.
+_PRELUDE = ("lib", "dispatch")
 _KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd", "vb")
 FAIL_MODES = ("open", "closed")
 #: This process as an owner of queue entries and leases in Redis: "<pid>@<host>".
@@ -59,8 +61,8 @@ class RedisQueueStats(QueueStats):
 
 def _load_lua() -> dict[str, str]:
     pkg = resources.files("sjf_core.admission") / "lua"
-    lib = (pkg / "lib.lua").read_text(encoding="utf-8")
-    return {name: lib + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8") for name in _SCRIPTS}
+    prelude = "\n".join((pkg / f"{part}.lua").read_text(encoding="utf-8") for part in _PRELUDE)
+    return {name: prelude + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8") for name in _SCRIPTS}
 
 
 _LUA: dict[str, str] | None = None
