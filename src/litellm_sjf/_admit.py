@@ -180,6 +180,6 @@ class Admission:
                 log.warning("litellm_sjf: slots: auto for %s: %s; using 1 slot", label, why)
             else:
                 log.info("litellm_sjf: slots: auto for %s: %d (%s)", label, n, why)
-            self.scheduler().backend_slots.setdefault(backend, n)
+            self.scheduler().set_slots(backend, n)
             fut.set_result(n)
         await asyncio.shield(fut)

@@ -12,35 +12,31 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from typing import Any
 
 from sjf_core._scheduler import Scheduler
+from sjf_core.ext._metrics import start_metrics
 
-from .settings import AUTO, PluginSettings
+from .settings import PluginSettings
 
 log = logging.getLogger("litellm_sjf")
 
 
 def build_scheduler(settings: PluginSettings) -> Scheduler:
-    """A scheduler for ``settings`` (module docstring)."""
+    """A scheduler for ``settings`` (module docstring); then the metrics server starts when
+    ``SJF_METRICS_PORT`` is set (:func:`sjf_core.start_metrics`, the explicit step, once per
+    process; a busy port is logged, not raised)."""
     s = settings
     if s.scheduler_factory:
-        import importlib
-
         mod, _, attr = s.scheduler_factory.partition(":")
-        factory = getattr(importlib.import_module(mod), attr or "make_scheduler")
-        return factory()
-    opts = s.policy_options()
-    fixed = {k: v for k, v in s.backend_slots.items() if v != AUTO}  # "auto": asked per backend on first use
-    return Scheduler(predictor=s.predictor, policy=s.policy, tau=opts.pop("tau"),
-                     slots=1 if s.slots == AUTO else s.slots,
-                     backend_slots=fixed, lease_ttl_s=s.lease_ttl_s, policy_options=opts,
-                     overload=s.overload, backend_overload=s.backend_overload or None,
-                     rate_limit=s.rate_limit, backend_rate_limits=s.backend_rate_limits or None,
-                     redis_url=s.redis_url, redis_options=s.redis or None,
-                     fairness=s.fairness_config(), defaults=s.intent_defaults())
+        sched = getattr(importlib.import_module(mod), attr or "make_scheduler")()
+    else:
+        sched = Scheduler(s.scheduler_config())  # "auto" slots: asked per backend on first use
+    start_metrics(s.config)
+    return sched
 
 
 class LazyScheduler:

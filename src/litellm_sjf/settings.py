@@ -1,7 +1,10 @@
-"""Settings of the LiteLLM plugin: read from an optional file (``SJF_CONFIG``) and env vars.
+"""Settings of the LiteLLM plugin: a LiteLLM view of :class:`sjf_core.config.SchedulerConfig`.
 
-LiteLLM's ``litellm_settings`` is not free-form, so the plugin reads its own settings.
-Precedence: built-in defaults < the file named by ``SJF_CONFIG`` (YAML or JSON) < env vars.
+LiteLLM's ``litellm_settings`` is not free-form, so the plugin has its own settings, read
+(only) by :meth:`sjf_core.config.SchedulerConfig.from_env`. Precedence: built-in defaults <
+the file named by ``SJF_CONFIG`` (YAML or JSON) < env vars. This module keeps what is
+LiteLLM-specific: the 900 s lease default, queue keys of deployments, "auto" slots, the
+disconnect policy, the status port and the scheduler factory.
 
 =========================  ===============================  ==================================================
 env var                    file key                         meaning (default)
@@ -64,7 +67,12 @@ env var                    file key                         meaning (default)
 workers and replicas through Redis (:mod:`sjf_core.admission._redis`, ``docs/redis.md``); the
 file key ``redis`` maps store options (``fail_mode``, ``redis_lease_ttl_s``,
 ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``), each overridden by its
-``SJF_REDIS_*`` environment variable (read by :class:`sjf_core.Scheduler`).
+``SJF_REDIS_*`` environment variable.
+
+Read by :mod:`sjf_core.config` too, for every adapter: ``SJF_MEMORY`` / ``SJF_MEMORY_PATH``
+(the length memory), ``SJF_PLUGINS`` (which plugins load), ``SJF_METRICS`` (the default
+Prometheus listener), ``SJF_METRICS_PORT`` / ``SJF_METRICS_ADDR`` (the metrics server,
+started by the plugin when it builds its scheduler: :func:`sjf_core.start_metrics`).
 
 Backend keys are the deployments' ``api_base`` URLs, normalised by
 :func:`sjf_core._scheduler.backend_key` (``localhost`` = ``127.0.0.1`` = ``::1``, default
@@ -77,350 +85,127 @@ and ignored, with a warning.
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
-from sjf_core._scheduler import backend_key
+from sjf_core.config import AUTO, DISCONNECT_MODES, SchedulerConfig
 
-DISCONNECT_MODES = ("probe", "drain", "release")
-AUTO = "auto"
-RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
+__all__ = ["PluginSettings", "load_settings", "AUTO", "DISCONNECT_MODES", "DEFAULT_LEASE_TTL_S"]
+
+#: The plugin's lease of a running ticket when ``lease_ttl_s`` is not set (the core has none).
+DEFAULT_LEASE_TTL_S = 900.0
 
 
-@dataclass
 class PluginSettings:
-    """Plugin settings (see the module docstring for each field)."""
+    """The plugin's view of a :class:`~sjf_core.config.SchedulerConfig` (read-only attributes).
 
-    policy: str = "sjf-tokens"
-    tau: Any = "3x"
-    promotion: str | None = None
-    k: int | None = None
-    slowdown: float | None = None
-    work_slack: float | None = None
-    max_wait_s: float | None = None
-    slots: Any = 1  # int >= 1 or "auto"
-    backend_slots: dict = field(default_factory=dict)  # queue key -> int or "auto"
-    backend_queues: dict = field(default_factory=dict)  # normalised URL -> queue name
-    on_disconnect: str = "probe"
-    backend_on_disconnect: dict = field(default_factory=dict)
-    probe_timeout_s: float = 600.0
-    lease_ttl_s: float = 900.0
-    drain_max_s: float = 600.0
-    retired: list = field(default_factory=list)  # retired keys that were set (ignored)
-    warnings: list = field(default_factory=list)  # conflicts found while reading (logged at start-up)
-    predictor: Any = "default"
-    overload: Any = None
-    backend_overload: dict = field(default_factory=dict)
-    rate_limit: Any = None
-    backend_rate_limits: dict = field(default_factory=dict)
-    status_port: int | None = None
-    scheduler_factory: str | None = None
-    disabled: bool = False
-    redis_url: str | None = None
-    redis: dict = field(default_factory=dict)
-    fairness: str = "key"
-    default_priority: int | None = None
-    default_deadline_s: float | None = None
-    backend_defaults: dict = field(default_factory=dict)
-    tenants: dict = field(default_factory=dict)
-    show_tenant_names: bool = False
+    Args:
+        config: the config (default: built from ``values`` over the defaults).
+        **values: :meth:`SchedulerConfig.create` names (``policy``, ``tau``, ``predictor``,
+            ``backend_on_disconnect``, ...), laid over ``config``.
 
-    def fairness_config(self):
-        """The :class:`sjf_core.policy._tenants.Fairness` of these settings (raises ValueError)."""
-        from sjf_core.policy._tenants import Fairness
+    Raises:
+        ValueError: a bad value (the message names the setting).
+    """
 
-        weights = {name: t["weight"] for name, t in self.tenants.items() if t.get("weight") is not None}
-        return Fairness.parse(self.fairness, weights, self.show_tenant_names)
+    def __init__(self, config: SchedulerConfig | None = None, **values: Any):
+        config = config if config is not None else SchedulerConfig()
+        self.config: SchedulerConfig = config.replace(**values) if values else config
 
-    def intent_defaults(self):
-        """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings (raises ValueError)."""
-        from sjf_core.policy._tenants import IntentDefaults
-
-        tenants = {name: {k: v for k, v in t.items() if k != "weight"} for name, t in self.tenants.items()}
-        return IntentDefaults.parse(self.default_priority, self.default_deadline_s, self.backend_defaults, tenants)
+    def __repr__(self) -> str:
+        return f"PluginSettings({self.config!r})"
 
     def validate(self) -> "PluginSettings":
-        """Check values; raises ValueError naming the bad setting."""
-        from sjf_core.policy._policies import make_policy
-
-        self.slots = _slots_value(self.slots, "SJF slots")
-        for url, n in list(self.backend_slots.items()):
-            self.backend_slots[url] = _slots_value(n, f"SJF slots of backend {url}")
-        for url, q in self.backend_queues.items():
-            if not isinstance(q, str) or not q.strip():
-                raise ValueError(f"SJF queue of backend {url} must be a non-empty name, got {q!r}")
-        try:
-            self.fairness_config()
-            self.intent_defaults()
-        except ValueError as exc:
-            raise ValueError(f"SJF fairness / defaults: {exc}") from None
-        for mode in [self.on_disconnect, *self.backend_on_disconnect.values()]:
-            if mode not in DISCONNECT_MODES:
-                raise ValueError(f"SJF on_disconnect must be one of {DISCONNECT_MODES}, got {mode!r}")
-        for name in ("lease_ttl_s", "drain_max_s", "probe_timeout_s"):
-            if not float(getattr(self, name)) > 0:
-                raise ValueError(f"SJF {name} must be > 0")
-        if self.scheduler_factory is None:
-            make_policy(self.policy, **self.policy_options())  # raises ValueError on a bad policy/τ/promotion
-            from sjf_core.admission._redis import redis_config
-
-            # bad Redis options, or a policy the Redis store cannot run, fail at start-up
-            redis_config(self.redis_url, self.redis, make_policy(self.policy, **self.policy_options()))
-            from sjf_core.admission._overload import OverloadConfig
-            from sjf_core.admission._ratelimit import RateLimit
-
-            for v in [self.overload, *self.backend_overload.values()]:
-                OverloadConfig.parse(v)
-            for v in [self.rate_limit, *self.backend_rate_limits.values()]:
-                RateLimit.parse(v)
+        """Values are checked when the config is built; kept for callers. Returns self."""
         return self
 
+    # ---- the scheduler's settings, as the plugin names them ---------------------------
+    policy = property(lambda self: self.config.policy)
+    tau = property(lambda self: self.config.tau)
+    predictor = property(lambda self: self.config.predictor)
+    slots = property(lambda self: self.config.slots)
+    overload = property(lambda self: self.config.overload)
+    rate_limit = property(lambda self: self.config.rate_limit)
+    redis_url = property(lambda self: self.config.redis_url)
+    redis = property(lambda self: dict(self.config.redis_options))
+    warnings = property(lambda self: list(self.config.warnings))
+    show_tenant_names = property(lambda self: self.config.fairness.show_names)
+    default_priority = property(lambda self: self.config.defaults.priority)
+    default_deadline_s = property(lambda self: self.config.defaults.deadline_s)
+    promotion = property(lambda self: self.config.policy_options.get("promotion"))
+    k = property(lambda self: self.config.policy_options.get("k"))
+    slowdown = property(lambda self: self.config.policy_options.get("slowdown"))
+    work_slack = property(lambda self: self.config.policy_options.get("work_slack"))
+    max_wait_s = property(lambda self: self.config.policy_options.get("max_wait_s"))
+
+    @property
+    def lease_ttl_s(self) -> float:
+        """Lease of a running ticket, seconds (default 900 for the plugin)."""
+        v = self.config.lease_ttl_s
+        return DEFAULT_LEASE_TTL_S if v is None else float(v)
+
+    @property
+    def fairness(self) -> str:
+        """The fairness mode as set: "key", "team", "user", "header:NAME" or "off"."""
+        f = self.config.fairness
+        return f"header:{f.header}" if f.mode == "header" else f.mode
+
+    def _per_backend(self, name: str) -> dict:
+        return {k: getattr(b, name) for k, b in self.config.backends.items() if getattr(b, name) is not None}
+
+    backend_slots = property(lambda self: self._per_backend("slots"))
+    backend_overload = property(lambda self: self._per_backend("overload"))
+    backend_rate_limits = property(lambda self: self._per_backend("rate_limit"))
+    backend_on_disconnect = property(lambda self: self._per_backend("on_disconnect"))
+    backend_queues = property(lambda self: dict(self.config.queues))
+
+    # ---- LiteLLM-only settings ----------------------------------------------------------
+    on_disconnect = property(lambda self: self.config.adapter.on_disconnect)
+    probe_timeout_s = property(lambda self: self.config.adapter.probe_timeout_s)
+    drain_max_s = property(lambda self: self.config.adapter.drain_max_s)
+    status_port = property(lambda self: self.config.adapter.status_port)
+    scheduler_factory = property(lambda self: self.config.adapter.scheduler_factory)
+    disabled = property(lambda self: self.config.adapter.disabled)
+    retired = property(lambda self: list(self.config.adapter.retired))
+
+    def fairness_config(self):
+        """The :class:`sjf_core.policy._tenants.Fairness` of these settings."""
+        return self.config.fairness
+
+    def intent_defaults(self):
+        """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings."""
+        return self.config.defaults
+
     def policy_options(self) -> dict:
-        """Keyword arguments for :func:`sjf_core.policy._policies.make_policy`."""
-        opts: dict[str, Any] = {"tau": self.tau}
-        if self.promotion:
-            opts["promotion"] = self.promotion
-        if self.k is not None:
-            opts["k"] = int(self.k)
-        for name in ("slowdown", "work_slack", "max_wait_s"):
-            if getattr(self, name) is not None:
-                opts[name] = float(getattr(self, name))
-        return opts
+        """Keyword arguments for :func:`sjf_core.policy._policies.make_policy` (τ included)."""
+        return self.config.policy_kwargs()
 
     def queue_key(self, url: Any) -> str:
         """The queue key of a deployment's ``api_base``: the ``queue`` named for it in
         ``backends``, else the normalised URL (:func:`sjf_core._scheduler.backend_key`)."""
-        key = backend_key(url)
-        name = self.backend_queues.get(key)
-        return f"queue:{name.strip()}" if name else key
+        return self.config.queue_key(url)
 
     def on_disconnect_for(self, backend: str) -> str:
         """The disconnect mode of one backend (a queue key or URL): its own setting, else the global one."""
-        return self.backend_on_disconnect.get(self._key(backend), self.on_disconnect)
+        return self.config.backend(self._key(backend)).on_disconnect
 
     def slots_for(self, backend: str) -> Any:
         """The slots setting of one backend (a queue key or URL): int or "auto"."""
-        return self.backend_slots.get(self._key(backend), self.slots)
+        return self.config.backend(self._key(backend)).slots
 
     def _key(self, backend: str) -> str:
         return backend if str(backend).startswith("queue:") else self.queue_key(backend)
 
-
-def _safe(key: str) -> str:
-    """A queue key fit for a log line (no credentials)."""
-    from sjf_core.ext._metrics import backend_label
-
-    return backend_label(key)
-
-
-def _slots_value(v: Any, what: str) -> Any:
-    """``"auto"`` or an int >= 1; raises ValueError naming ``what``."""
-    if isinstance(v, str) and v.strip().lower() == AUTO:
-        return AUTO
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be an integer >= 1 or 'auto', got {v!r}") from None
-    if n < 1 or isinstance(v, bool):
-        raise ValueError(f"{what} must be >= 1 or 'auto', got {v!r}")
-    return n
-
-
-def _parse_backend_slots(text: str) -> dict:
-    text = text.strip()
-    if not text:
-        return {}
-    if text.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"SJF_BACKEND_SLOTS is not valid JSON: {exc.msg}") from None
-        if not isinstance(obj, dict):
-            raise ValueError("SJF_BACKEND_SLOTS must be a JSON object {URL: slots}")
-        return {backend_key(k): _slots_value(v, f"SJF_BACKEND_SLOTS[{k}]") for k, v in obj.items()}
-    out = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        url, sep, n = item.strip().rpartition("=")
-        if not sep or not url:
-            raise ValueError(f"SJF_BACKEND_SLOTS item {item!r} is not URL=N")
-        out[backend_key(url)] = _slots_value(n, f"SJF_BACKEND_SLOTS item {item!r}")
-    return out
-
-
-def _read_file(path: str) -> dict:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ValueError(f"SJF_CONFIG file {path} cannot be read: {exc.strerror}") from None
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as exc:
-        raise ValueError(f"SJF_CONFIG file {path} cannot be parsed: {type(exc).__name__}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ValueError(f"SJF_CONFIG file {path} must hold a mapping")
-    return data
-
-
-def _bool(v: Any) -> bool:
-    return str(v).strip().lower() in ("1", "true", "yes", "on")
+    def scheduler_config(self) -> SchedulerConfig:
+        """The config the plugin's scheduler is built from (the plugin's lease default applied)."""
+        return self.config.replace(lease_ttl_s=self.lease_ttl_s)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> PluginSettings:
-    """Read settings from ``SJF_CONFIG`` and the ``SJF_*`` environment variables.
+    """Read settings from ``SJF_CONFIG`` and the ``SJF_*`` environment variables
+    (:meth:`SchedulerConfig.from_env`; ``env`` default ``os.environ``).
 
     Raises:
         ValueError: an unreadable file or a bad value (the message names the setting).
     """
-    env = os.environ if env is None else env
-    s = PluginSettings()
-    data: dict = {}
-    if env.get("SJF_CONFIG"):
-        data = _read_file(env["SJF_CONFIG"])
-    known = {"policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s", "slots", "backends",
-             "on_disconnect", "lease_ttl_s", "drain_max_s", "probe_timeout_s", "predictor", "status_port",
-             "scheduler_factory", "disabled", "overload", "rate_limit", "redis_url", "redis", "fairness",
-             "default_priority", "default_deadline_s", "tenants", "show_tenant_names", *RETIRED}
-    unknown = set(data) - known
-    if unknown:
-        raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-    for key in ("policy", "tau", "promotion", "predictor", "scheduler_factory", "on_disconnect", "overload",
-                "rate_limit"):
-        if key in data:
-            setattr(s, key, data[key])
-    for key in ("k", "status_port"):
-        if data.get(key) is not None:
-            setattr(s, key, int(data[key]))
-    if data.get("slots") is not None:
-        s.slots = data["slots"]
-    for key in ("lease_ttl_s", "drain_max_s", "probe_timeout_s", "slowdown", "work_slack", "max_wait_s"):
-        if data.get(key) is not None:
-            setattr(s, key, float(data[key]))
-    s.retired = [k for k in RETIRED if k in data]
-    if "disabled" in data:
-        s.disabled = _bool(data["disabled"])
-    if data.get("fairness") is not None:
-        s.fairness = "off" if data["fairness"] is False else str(data["fairness"])
-    if "show_tenant_names" in data:
-        s.show_tenant_names = _bool(data["show_tenant_names"])
-    s.default_priority = data.get("default_priority")
-    s.default_deadline_s = data.get("default_deadline_s")
-    tenants = data.get("tenants") or {}
-    if not isinstance(tenants, dict) or not all(isinstance(v, dict) for v in tenants.values()):
-        raise ValueError("SJF_CONFIG: 'tenants' must map NAME -> {weight, default_priority, default_deadline_s}")
-    for name, t in tenants.items():
-        extra = set(t) - {"weight", "default_priority", "default_deadline_s"}
-        if extra:
-            raise ValueError(f"SJF_CONFIG: tenant {name}: unknown keys {sorted(extra)}")
-    s.tenants = {str(k): dict(v) for k, v in tenants.items()}
-    if data.get("redis_url"):
-        s.redis_url = str(data["redis_url"])
-    if data.get("redis") is not None:
-        if not isinstance(data["redis"], dict):
-            raise ValueError("SJF_CONFIG: 'redis' must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
-        from sjf_core.admission._redis import ENV_OPTIONS
+    return PluginSettings(SchedulerConfig.from_env(env))
 
-        # an SJF_REDIS_* variable beats the file (the Scheduler reads it for missing options)
-        overridden = {name for var, (name, _) in ENV_OPTIONS.items() if str(env.get(var) or "").strip()}
-        s.redis = {k: v for k, v in data["redis"].items() if k not in overridden}
-    backends = data.get("backends") or {}
-    if not isinstance(backends, dict):
-        raise ValueError("SJF_CONFIG: 'backends' must map URL -> {slots, on_disconnect, queue, ...}")
-    for url, opts in backends.items():  # queue names first: the other options are keyed by queue
-        if isinstance(opts, dict) and opts.get("queue") is not None:
-            if not isinstance(opts["queue"], str) or not opts["queue"].strip():
-                raise ValueError(f"SJF_CONFIG: backend {url}: 'queue' must be a non-empty name")
-            s.backend_queues[backend_key(url)] = opts["queue"].strip()
-    for url, opts in backends.items():
-        if not isinstance(opts, dict):
-            raise ValueError(f"SJF_CONFIG: backend {url} must map to {{slots, on_disconnect, queue, ...}}")
-        key = s.queue_key(url)
-        for name, target in (("slots", s.backend_slots), ("on_disconnect", s.backend_on_disconnect),
-                             ("overload", s.backend_overload), ("rate_limit", s.backend_rate_limits)):
-            if name not in opts:
-                continue
-            value = str(opts[name]) if name == "on_disconnect" else opts[name]
-            if name == "slots":
-                value = _slots_value(value, f"SJF slots of backend {url}")
-            if key in target and target[key] != value:
-                old = target[key]
-                if name == "slots":  # the safe choice: the fewest slots any of them names
-                    value = min((v for v in (old, value) if v != AUTO), default=AUTO)
-                else:
-                    value = old
-                s.warnings.append(f"SJF_CONFIG: deployments of one backend ({_safe(key)}) set different {name} "
-                                  f"({old!r} and {opts[name]!r}); using {value!r}")
-            target[key] = value
-        d = {k: opts[k] for k in ("default_priority", "default_deadline_s") if k in opts}
-        if d:
-            s.backend_defaults[key] = d
-        extra = set(opts) - {"slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority",
-                             "default_deadline_s"}
-        if extra:
-            raise ValueError(f"SJF_CONFIG: backend {url}: unknown keys {sorted(extra)}")
-
-    def get(name):
-        v = env.get(name)
-        return v if v is not None and str(v).strip() != "" else None
-
-    try:
-        if get("SJF_POLICY"):
-            s.policy = get("SJF_POLICY").strip()
-        if get("SJF_TAU"):
-            s.tau = get("SJF_TAU").strip()
-        if get("SJF_PROMOTION"):
-            s.promotion = get("SJF_PROMOTION").strip()
-        if get("SJF_K"):
-            s.k = int(get("SJF_K"))
-        if get("SJF_SLOTS"):
-            s.slots = _slots_value(get("SJF_SLOTS").strip(), "SJF slots (SJF_SLOTS)")
-        if get("SJF_BACKEND_SLOTS"):
-            s.backend_slots.update({s.queue_key(k): v for k, v in _parse_backend_slots(get("SJF_BACKEND_SLOTS")).items()})
-        if get("SJF_ON_DISCONNECT"):
-            s.on_disconnect = get("SJF_ON_DISCONNECT").strip().lower()
-        for name, attr in (("SJF_LEASE_TTL_S", "lease_ttl_s"), ("SJF_DRAIN_MAX_S", "drain_max_s"),
-                           ("SJF_PROBE_TIMEOUT_S", "probe_timeout_s"), ("SJF_SLOWDOWN", "slowdown"),
-                           ("SJF_WORK_SLACK", "work_slack"), ("SJF_MAX_WAIT_S", "max_wait_s")):
-            if get(name):
-                setattr(s, attr, float(get(name)))
-        s.retired += [name for name in ("SJF_ORPHAN_HOLD_MAX_S", "SJF_ORPHAN_GRACE_S") if get(name)]
-        if get("SJF_OVERLOAD"):
-            try:
-                s.overload = json.loads(get("SJF_OVERLOAD"))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"SJF_OVERLOAD is not valid JSON: {exc.msg}") from None
-        if get("SJF_RATE_LIMIT"):
-            s.rate_limit = get("SJF_RATE_LIMIT").strip()
-        if get("SJF_PREDICTOR"):
-            s.predictor = get("SJF_PREDICTOR").strip()
-        if get("SJF_STATUS_PORT"):
-            s.status_port = int(get("SJF_STATUS_PORT"))
-        if get("SJF_SCHEDULER_FACTORY"):
-            s.scheduler_factory = get("SJF_SCHEDULER_FACTORY").strip()
-        if get("SJF_DISABLED"):
-            s.disabled = _bool(get("SJF_DISABLED"))
-        if get("SJF_REDIS_URL"):
-            s.redis_url = get("SJF_REDIS_URL").strip()
-        if get("SJF_FAIRNESS"):
-            s.fairness = get("SJF_FAIRNESS").strip()
-        if get("SJF_DEFAULT_PRIORITY"):
-            s.default_priority = get("SJF_DEFAULT_PRIORITY").strip()
-        if get("SJF_DEFAULT_DEADLINE_S"):
-            s.default_deadline_s = get("SJF_DEFAULT_DEADLINE_S").strip()
-    except ValueError as exc:
-        raise ValueError(f"bad SJF_* environment setting: {exc}") from None
-    if isinstance(s.predictor, str) and s.predictor.lower() in ("none", "off", "fcfs"):
-        s.predictor = None
-    return s.validate()

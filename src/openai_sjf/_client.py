@@ -23,6 +23,8 @@ from typing import Any
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HttpLib, lib_of_client
+from sjf_core.ext._metrics import start_metrics
+
 from ._registry import scheduler_for
 from ._orphans import DEFAULT_PROBE_TIMEOUT_S
 from ._transport import ON_CLOSE, SJFTransport
@@ -158,6 +160,7 @@ def wrap(
         sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor,
                               fairness=fairness, default_priority=default_priority,
                               default_deadline_s=default_deadline_s)
+    start_metrics(getattr(sched, "config", None))  # SJF_METRICS_PORT: the explicit start, once per process
     arrivals = ArrivalMemory()
 
     cls = SJFTransport.for_library(lib)

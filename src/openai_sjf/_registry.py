@@ -8,10 +8,11 @@ Rules (one process):
   backend share one queue (one slot count):
 
   - no ``policy``/``tau``/``predictor`` given: the process-wide
-    :func:`sjf_core._scheduler.default_scheduler` (shared with other adapters,
-    e.g. ``litellm_sjf`` in the same process);
+    :func:`sjf_core._scheduler.default_scheduler` (built from the ``SJF_*`` settings,
+    :meth:`sjf_core.config.SchedulerConfig.from_env`);
   - any of them given: a scheduler made once per distinct
-    ``(policy, tau, predictor)`` and reused by later wraps with the same options.
+    ``(policy, tau, predictor)`` from the ``SJF_*`` settings with those options laid over
+    them (a default for what is not given), reused by later wraps with the same options.
 
   ``slots`` sets the backend's slot count if its queue does not exist yet.
 * A later wrap of an already-claimed base URL whose ``slots``/``policy``/``tau``/
@@ -27,6 +28,7 @@ import warnings
 from typing import Any
 
 from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
+from sjf_core.config import SchedulerConfig
 
 _lock = threading.Lock()
 #: backend key -> (scheduler, (slots, policy, tau, predictor) as first given)
@@ -80,19 +82,19 @@ def scheduler_for(
             okey = wanted[1:]
             sched = _by_options.get(okey)
             if sched is None:
-                sched = Scheduler(
-                    predictor="default" if predictor is None else predictor,
-                    policy="sjf-tokens" if policy is None else policy,
-                    tau="3x" if tau is None else tau,
-                    fairness=fairness,
-                    defaults={"priority": default_priority, "deadline_s": default_deadline_s},
-                )
+                given = {"policy": "sjf-tokens" if policy is None else policy, "tau": "3x" if tau is None else tau}
+                if fairness is not None:
+                    given["fairness"] = fairness
+                if default_priority is not None or default_deadline_s is not None:
+                    given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
+                config = SchedulerConfig.from_env().replace(**given)
+                sched = Scheduler(config, predictor="default" if predictor is None else predictor)
                 _by_options[okey] = sched
         sched.preload()  # the first request that waits must not pay the model load
         if slots is not None:
             existing = sched.queues.get(key)
             if existing is None:
-                sched.backend_slots[key] = int(slots)
+                sched.set_slots(key, int(slots))
             elif existing.slots != int(slots):
                 warnings.warn(
                     f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "

@@ -7,7 +7,9 @@ How the parts fit together: docs/architecture.md.
 
 Scheduling
     :class:`Scheduler` (one queue per backend, the predictor, the policy, the memory),
-    :func:`default_scheduler`, :func:`backend_key`.
+    :func:`default_scheduler`, :func:`backend_key`; :class:`SchedulerConfig` and
+    :class:`BackendConfig` (the frozen settings, ``SchedulerConfig.from_env()``);
+    :func:`start_metrics` (the explicit start of the metrics server).
 Prediction
     :func:`load_predictor`, :class:`Predictor`, :class:`Prediction`, :func:`scored_text`,
     :func:`request_meta`, :class:`RequestMeta`, :data:`FEATURE_NAMES` (the paper's v1 layout).
@@ -27,10 +29,10 @@ Extensions
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
 from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, Ticket
 from sjf_core.admission._overload import OverloadConfig
 from sjf_core.admission._ticket import TicketState
+from sjf_core.config import BackendConfig, SchedulerConfig
 from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.policy._tau import TauConfig, TauEstimator
@@ -44,6 +46,10 @@ __version__ = "0.1.0"
 
 #: Public names whose modules pull in a heavy dependency, imported on first access.
 _LAZY = {
+    "Scheduler": "sjf_core._scheduler",  # composes the parts: pluggy, numpy (memory), prometheus-client
+    "default_scheduler": "sjf_core._scheduler",
+    "backend_key": "sjf_core._scheduler",
+    "start_metrics": "sjf_core.ext._metrics",  # prometheus-client (optional: None without it)
     "load_predictor": "sjf_core.predict._predictor",  # numpy (onnxruntime only when a model loads)
     "Predictor": "sjf_core.predict._predictor",
     "PredictorError": "sjf_core.predict._model_file",
@@ -70,7 +76,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     # scheduling
-    "Scheduler", "default_scheduler", "backend_key",
+    "Scheduler", "default_scheduler", "backend_key", "SchedulerConfig", "BackendConfig", "start_metrics",
     # prediction
     "load_predictor", "Predictor", "Prediction", "scored_text", "request_meta", "RequestMeta", "FEATURE_NAMES",
     # policy

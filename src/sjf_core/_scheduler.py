@@ -1,27 +1,42 @@
 """The seam the adapters use: request body in, admission ticket out.
 
-:class:`Scheduler` owns the predictor (one ONNX session per process), the policy
-configuration, and one :class:`~sjf_core.admission._local.AdmissionQueue` per backend.
-Adapters (``litellm_sjf``, ``openai_sjf``) call :meth:`Scheduler.ticket` and never
-see features, keys or heaps. Scoring is fail-open (DESIGN.md invariant 5): a body
-that cannot be read or a predictor error gives an unscored ticket, placed at the
-policy's neutral key, counted and logged without prompt text.
+Contract: ``Scheduler(config, *, predictor=..., listeners=..., plugins=..., memory=...)``
+only composes: one admission queue per backend (made on first use from
+:class:`~sjf_core.config.SchedulerConfig`), the predictor (one ONNX session per process,
+loaded lazily), the length memory, the default metrics listener and the plugins. It reads
+no environment and starts no server (:func:`sjf_core.start_metrics` does that, explicitly).
+Adapters (``litellm_sjf``, ``openai_sjf``) call :meth:`Scheduler.ticket` and never see
+features, keys or heaps. Scoring is fail-open (DESIGN.md invariant 5): a body that cannot
+be read or a predictor error gives an unscored ticket, placed at the policy's neutral key,
+counted and logged without prompt text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from typing import Any, Callable, Mapping
 
-from sjf_core.admission._local import AdmissionQueue, QueueEvents, Ticket
+from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
 from sjf_core.admission._backend_url import normalise
+from sjf_core.admission._local import AdmissionQueue, QueueEvents, Ticket
+from sjf_core.admission._redis import RedisAdmissionQueue
+from sjf_core.config import AUTO, SchedulerConfig
+from sjf_core.ext._hooks import install_plugins
+from sjf_core.ext._metrics import install_default_metrics
+from sjf_core.memory._core import handle_of
+from sjf_core.memory._prom import ensure_collector
+from sjf_core.policy._policies import Policy
 from sjf_core.predict._meta import request_meta
-from sjf_core.policy._policies import Policy, make_policy
 from sjf_core.predict._prediction import Prediction
+from sjf_core._scoring import Scoring
 
 log = logging.getLogger("sjf_core._scheduler")
+
+#: "take it from the config" (the default of the composition arguments).
+FROM_CONFIG: Any = type("FromConfig", (), {"__repr__": lambda self: "FROM_CONFIG"})()
 
 
 def backend_key(url: Any) -> str:
@@ -32,261 +47,193 @@ def backend_key(url: Any) -> str:
 
 
 class Scheduler:
-    """Predictor + policy + per-backend admission queues.
+    """Predictor + policy + per-backend admission queues, composed from a config.
 
     Args:
-        predictor: a Predictor, "default" (the shipped model, loaded lazily), a
-            path to an ONNX model, or None (no prediction: every request is
-            unscored, i.e. FCFS order).
-        policy: policy name ("sjf-tokens" default, "sjf", "fair", "fcfs", ...) or object.
-        tau: τ setting, e.g. "3x" (× mean Short service time), 6.0 (seconds), "off".
-        slots: default slots per backend (>= 1).
-        backend_slots: per-backend slots, keyed by base URL.
-        lease_ttl_s: lease time-to-live of a running ticket (seconds) or None.
-        policy_options: extra keyword arguments for the policy (e.g. promotion, k).
-        listeners: queue event listeners added to every queue. A listener may also
-            define ``on_predict(scheduler, latency_s, error)``, called after each
-            predictor call (``error`` is the exception type name or None).
-        plugins: pluggy plugins (see :mod:`sjf_core.ext._hooks`): None reads ``$SJF_PLUGINS``
-            (unset: load the ``clairvoyant_sjf.plugins`` entry points), False for none,
-            "auto", a list of plugin objects, or a ``pluggy.PluginManager``.
-        overload: overload control for every backend queue
-            (:class:`~sjf_core.admission._overload.OverloadConfig` or a mapping of its fields:
-            ``max_queue_depth``, ``max_predicted_wait_s``, ``ladder``, ``defer_s``),
-            or None. Refused requests raise :class:`~sjf_core._errors.AdmissionRejected`
-            from ``Ticket.acquire``.
-        backend_overload: per-backend overload settings, keyed by base URL
-            (replacing ``overload`` for that backend).
-        rate_limit: maximum dispatch rate of every backend (a number per second or
-            "60/min", see :class:`~sjf_core.admission._ratelimit.RateLimit`), or None.
-        backend_rate_limits: per-backend rate limits, keyed by base URL.
-        redis_url: share each backend's queue across processes and hosts through Redis
-            (:class:`~sjf_core.admission._redis.RedisAdmissionQueue`), e.g.
-            ``"redis://127.0.0.1:6379/0"``. None reads ``$SJF_REDIS_URL`` (unset: in-process
-            queues); "" or False: in-process queues.
-        redis_options: options of the Redis store (``fail_mode``, ``redis_lease_ttl_s``,
-            ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``); missing ones are
-            read from ``$SJF_REDIS_*`` (see :func:`sjf_core.admission._redis.redis_config`).
-        fairness: fair shares across tenants (:class:`sjf_core.policy._tenants.Fairness` or its
-            spec: "key" (default), "team", "user", "header:NAME", "off"); also in Redis
-            mode (tenant queues and service counts in Redis).
-        defaults: :class:`sjf_core.policy._tenants.IntentDefaults` (default priority / deadline,
-            global, per backend, per tenant) or None.
-        memory: the online length memory (:class:`~sjf_core.memory.LengthMemory`,
-            docs/memory.md): consulted at every scoring, fed at every completion with
-            answer tokens. None: the default one (off when ``$SJF_MEMORY=off``; shared
-            through Redis when ``redis_url`` is set; persisted when ``$SJF_MEMORY_PATH``
-            is set); False: none; or a LengthMemory.
+        config: a :class:`~sjf_core.config.SchedulerConfig` (default: the built-in
+            defaults; ``SchedulerConfig.from_env()`` for the ``SJF_*`` settings).
+        predictor: a predictor object (``.predict(text) -> Prediction``), "default", a path
+            to an ONNX model, or None (every request unscored: FCFS order); default
+            ``config.predictor``.
+        listeners: queue event listeners added to every queue. A listener may also define
+            ``on_predict(scheduler, latency_s, error)``, called after each predictor call.
+        plugins: pluggy plugins (:func:`~sjf_core.ext._hooks.install_plugins`): default
+            ``config.plugins``; False for none, a list of plugin objects or a PluginManager.
+        memory: a :class:`~sjf_core.memory.LengthMemory`, False for none, or default: the
+            one ``config`` asks for (:func:`~sjf_core._memory_wiring.memory_for`).
+        **settings: shorthand for ``config.replace(**settings)`` (the
+            :meth:`~sjf_core.config.SchedulerConfig.create` names, e.g. ``policy``, ``tau``,
+            ``slots``, ``backend_slots``, ``overload``, ``redis_url``, ``fairness``).
+
+    Raises:
+        ValueError: a bad setting (from the config).
     """
 
-    def __init__(
-        self,
-        predictor: Any = "default",
-        policy: str | Policy = "sjf-tokens",
-        tau: Any = "3x",
-        slots: int = 1,
-        backend_slots: Mapping[str, int] | None = None,
-        lease_ttl_s: float | None = None,
-        policy_options: Mapping[str, Any] | None = None,
-        listeners: list[QueueEvents] | None = None,
-        plugins: Any = None,
-        overload: Any = None,
-        backend_overload: Mapping[str, Any] | None = None,
-        rate_limit: Any = None,
-        backend_rate_limits: Mapping[str, Any] | None = None,
-        redis_url: Any = None,
-        redis_options: Mapping[str, Any] | None = None,
-        fairness: Any = None,
-        defaults: Any = None,
-        memory: Any = None,
-    ):
-        opts = dict(policy_options or {})
-        if not isinstance(policy, Policy):
-            opts.setdefault("tau", tau)
-        self.policy_spec = policy
-        self.policy_options = opts
-        make_policy(policy, **opts)  # validate now: a bad name is a config error
-        if int(slots) < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
-        self.slots = int(slots)
-        self.backend_slots = {backend_key(k): int(v) for k, v in (backend_slots or {}).items()}
-        self.lease_ttl_s = lease_ttl_s
-        self.listeners = list(listeners or [])
-        from sjf_core.admission._overload import OverloadConfig
-        from sjf_core.admission._ratelimit import RateLimit
-
-        # validate now: bad limits are config errors
-        self.overload = OverloadConfig.parse(overload)
-        self.backend_overload = {backend_key(k): OverloadConfig.parse(v) for k, v in (backend_overload or {}).items()}
-        self.rate_limit = RateLimit.parse(rate_limit)
-        self.backend_rate_limits = {backend_key(k): RateLimit.parse(v) for k, v in (backend_rate_limits or {}).items()}
-        self._predictor_spec = predictor
-        self._predictor = None
-        self._predictor_failed = False
-        self._queues: dict[str, AdmissionQueue] = {}
-        self._lock = threading.Lock()
-        self.predictor_errors = 0
-        from sjf_core.admission._redis import redis_config
-
-        # validate now: a policy the Redis store cannot run is a config error
-        self.redis_url, self.redis_options = redis_config(redis_url, redis_options, make_policy(policy, **opts))
+    def __init__(self, config: SchedulerConfig | None = None, *, predictor: Any = FROM_CONFIG,
+                 listeners: list[QueueEvents] | None = None, plugins: Any = FROM_CONFIG, memory: Any = FROM_CONFIG,
+                 **settings: Any):
+        config = config if config is not None else SchedulerConfig()
+        self.config: SchedulerConfig = config.replace(**settings) if settings else config
+        self._queues: dict[str, Any] = {}
+        self._slots: dict[str, int] = {}
+        self._lock = threading.RLock()
+        self._policy_wrappers: list[Callable] = []
+        self.listeners: list[QueueEvents] = list(listeners or [])
+        install_default_metrics(self.listeners, self.config.metrics)
         self.memory = None
-        if memory is None:
-            from sjf_core.memory import memory_from_env
-
+        if memory is FROM_CONFIG:
             try:
-                self.memory = memory_from_env(self.redis_url, self.redis_options)
+                self.memory = memory_for(self.config)
             except Exception as exc:  # e.g. redis-py missing: scheduling works without the memory
                 log.error("length memory disabled (%s)", type(exc).__name__)
-        elif memory is not False:
+        elif memory is not False and memory is not None:
             self.memory = memory
         if self.memory is not None:
-            self.listeners.append(_MemoryListener(self))
-            import os
-
-            if os.environ.get("SJF_METRICS", "").strip().lower() not in ("off", "0", "false", "none"):
-                from sjf_core.memory._prom import ensure_collector
-
+            self.listeners.append(MemoryListener(self.memory))
+            if self.config.metrics:
                 ensure_collector()
-        from sjf_core.ext._hooks import install_plugins
+        spec = self.config.predictor if predictor is FROM_CONFIG else predictor
+        self.scoring = Scoring(self, spec, self.memory, self.listeners)
+        self.plugins = install_plugins(self, self.config.plugins if plugins is FROM_CONFIG else plugins)
 
-        self.plugins = install_plugins(self, plugins)
-        from sjf_core.policy._tenants import Fairness, IntentDefaults
+    # ---- composition -------------------------------------------------------------------
+    @property
+    def redis_url(self) -> str | None:
+        """The Redis store's URL, or None (in-process queues)."""
+        return self.config.redis_url
 
-        self.fairness = Fairness.parse(fairness)
-        self.defaults = defaults if isinstance(defaults, IntentDefaults) else IntentDefaults.parse(**(defaults or {}))
+    @property
+    def fairness(self):
+        return self.config.fairness
 
-    # ---- predictor --------------------------------------------------------------------
+    @property
+    def defaults(self):
+        return self.config.defaults
+
+    @property
+    def backend_slots(self) -> Mapping[str, int]:
+        """Slot counts set for backends so far (config, then :meth:`set_slots`), by queue key."""
+        fixed = {k: b.slots for k, b in self.config.backends.items() if isinstance(b.slots, int)}
+        return {**fixed, **self._slots}
+
+    def slots_for(self, backend: Any) -> int:
+        """The slots a new queue of ``backend`` gets ("auto" not resolved yet: 1)."""
+        key = backend_key(backend)
+        n = self._slots.get(key)
+        if n is None:
+            n = self.config.backend(key).slots
+        return 1 if n == AUTO or n is None else int(n)
+
+    def set_slots(self, backend: Any, slots: int) -> bool:
+        """Set the slots of ``backend``'s queue before it exists (e.g. "auto" resolved by
+        asking the backend). Returns False (and changes nothing) once the queue exists."""
+        if int(slots) < 1:
+            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        key = backend_key(backend)
+        with self._lock:
+            if key in self._queues:
+                return False
+            self._slots[key] = int(slots)
+            return True
+
+    def make_policy(self) -> Policy:
+        """A fresh policy for a new queue: the config's, wrapped by any extensions."""
+        policy = self.config.make_policy()
+        for wrap in list(self._policy_wrappers):
+            policy = wrap(policy)
+        return policy
+
+    def extend(self, *, predictor: Callable | None = None, policy: Callable | None = None,
+               listener: QueueEvents | None = None) -> Callable[[], None]:
+        """Add parts (what plugins use): ``predictor(base) -> predictor`` wraps the loaded
+        predictor (``base`` may be None); ``policy(base) -> policy`` wraps the policy of
+        queues made from now on; ``listener`` joins this scheduler and every existing queue.
+
+        Returns:
+            ``undo()``: removes exactly these parts (idempotent).
+        """
+        with self._lock:
+            if predictor is not None:
+                self.scoring.add_wrapper(predictor)
+            if policy is not None:
+                self._policy_wrappers.append(policy)
+            if listener is not None:
+                self.listeners.append(listener)
+                for q in self._queues.values():
+                    q.listeners.append(listener)
+        done = []
+
+        def undo() -> None:
+            with self._lock:
+                if done:
+                    return
+                done.append(True)
+                if predictor is not None:
+                    self.scoring.remove_wrapper(predictor)
+                if policy is not None:
+                    self._policy_wrappers.remove(policy)
+                if listener is not None:
+                    for owner in [self.listeners, *(q.listeners for q in self._queues.values())]:
+                        if listener in owner:
+                            owner.remove(listener)
+
+        return undo
+
+    # ---- scoring (see :class:`~sjf_core._scoring.Scoring`) ------------------------------
     @property
     def predictor(self):
         """The loaded predictor, or None if disabled or unloadable (then FCFS order)."""
-        if self._predictor is None and not self._predictor_failed and self._predictor_spec is not None:
-            with self._lock:
-                if self._predictor is None and not self._predictor_failed:
-                    spec = self._predictor_spec
-                    try:
-                        if isinstance(spec, str) or spec is None:
-                            from sjf_core.predict._predictor import load_predictor
+        return self.scoring.predictor
 
-                            self._predictor = load_predictor(None if spec == "default" else spec)
-                        else:
-                            self._predictor = spec
-                    except Exception as exc:
-                        self._predictor_failed = True
-                        log.error("predictor could not be loaded (%s); admitting in FCFS order", exc)
-        return self._predictor
+    @property
+    def predictor_errors(self) -> int:
+        """Requests left unscored because the predictor raised."""
+        return self.scoring.predictor_errors
 
     def preload(self) -> threading.Thread:
-        """Load the predictor in a background (daemon) thread and return it, so the first
-        request that has to wait is not the one that pays the model load (~0.3-1 s).
-        Never raises; a load failure is logged by :attr:`predictor` (FCFS order)."""
-        def load():
-            try:
-                self.predictor
-            except Exception:  # the property logs and fails open itself
-                pass
-
-        th = threading.Thread(target=load, name="sjf-predictor-preload", daemon=True)
-        th.start()
-        return th
+        """Load the predictor in a daemon thread (returned); never raises."""
+        return self.scoring.preload()
 
     def predict(self, body: Any, endpoint: str = "chat/completions") -> Prediction | None:
         """Predict the answer length of a request body; None when it cannot be scored."""
-        try:
-            from sjf_core.predict._text import scored_text
-
-            text = scored_text(body, endpoint)
-            if text is None:
-                return None
-            p = self.predictor
-            if p is None:
-                return None
-            t0 = time.perf_counter()
-            try:
-                prediction = p.predict(text)
-            except Exception as exc:
-                self._emit_predict(time.perf_counter() - t0, type(exc).__name__)
-                raise
-            self._emit_predict(time.perf_counter() - t0, None)
-            if self.memory is not None:
-                prediction = self._remember(p, body, text, prediction, True)
-            return prediction
-        except Exception as exc:
-            self.predictor_errors += 1
-            log.warning("request could not be scored (%s); FCFS order for it", type(exc).__name__)
-            return None
-
-    def _remember(self, p, body, text, prediction: Prediction, count: bool) -> Prediction:
-        """The memory's blend of ``prediction`` (features from the predictor's own layout)."""
-        layout = getattr(p, "layout", None)
-        features = None
-        if layout is not None:
-            try:
-                features = layout.extract(text)
-            except Exception:
-                features = None
-        info = getattr(p, "info", None)
-        sigma0 = getattr(info, "log_sigma", 1.0) if info is not None else 1.0
-        return self.memory.score(body, text, features, prediction, sigma0, count)
-
-    def _learn_unscored(self, body: Any, endpoint: str):
-        """Evidence of a request that was never scored (lazy: it ran alone), to learn from it."""
-        from sjf_core.memory import handle_of
-        from sjf_core.predict._text import scored_text
-
-        text = scored_text(body, endpoint)
-        p = self.predictor
-        if text is None or p is None or self.memory is None:
-            return None
-        return handle_of(self._remember(p, body, text, p.predict(text), False))
+        return self.scoring.predict(body, endpoint)
 
     def memory_status(self) -> dict:
-        """The length memory's status (:meth:`~sjf_core.memory.LengthMemory.status`), or
-        ``{"enabled": False}``."""
-        if self.memory is None:
-            return {"enabled": False}
-        try:
-            return self.memory.status()
-        except Exception as exc:
-            return {"enabled": True, "error": type(exc).__name__}
+        """The length memory's status, or ``{"enabled": False}``."""
+        return self.scoring.memory_status()
 
-    def _emit_predict(self, latency_s: float, error: str | None) -> None:
-        for listener in self.listeners:
-            fn = getattr(listener, "on_predict", None)
-            if fn is not None:
-                try:
-                    fn(self, latency_s, error)
-                except Exception:  # a listener must never break scoring
-                    log.exception("listener %s.on_predict failed", type(listener).__name__)
+    def _learn_unscored(self, body: Any, endpoint: str):
+        return self.scoring.learn_unscored(body, endpoint)
 
+    # ---- predictor --------------------------------------------------------------------
     # ---- queues -----------------------------------------------------------------------
     def queue(self, backend: Any = "default") -> AdmissionQueue:
         """The admission queue of ``backend`` (a base URL), created on first use: an
         :class:`AdmissionQueue`, or a :class:`~sjf_core.admission._redis.RedisAdmissionQueue`
-        (same interface) when ``redis_url`` is set."""
+        (same interface) when ``config.redis_url`` is set."""
         key = backend_key(backend)
         q = self._queues.get(key)
         if q is None:
             with self._lock:
                 q = self._queues.get(key)
-                if q is None and self.redis_url:
-                    from sjf_core.admission._redis import queue_for_scheduler
-
-                    q = queue_for_scheduler(self, key)
-                    self._queues[key] = q
                 if q is None:
-                    q = AdmissionQueue(
-                        slots=self.backend_slots.get(key, self.slots),
-                        policy=make_policy(self.policy_spec, **self.policy_options),
-                        name=key,
-                        lease_ttl_s=self.lease_ttl_s,
-                        listeners=self.listeners,
-                        overload=self.backend_overload.get(key, self.overload),
-                        rate_limit=self.backend_rate_limits.get(key, self.rate_limit),
-                        fairness=self.fairness,
-                    )
-                    self._queues[key] = q
+                    q = self._queues[key] = self._new_queue(key)
         return q
+
+    def _new_queue(self, key: str):
+        b = self.config.backend(key)
+        if not self.config.redis_url:
+            return AdmissionQueue(slots=self.slots_for(key), policy=self.make_policy(), name=key,
+                                  lease_ttl_s=self.config.lease_ttl_s, listeners=self.listeners,
+                                  overload=b.overload, rate_limit=b.rate_limit, fairness=self.config.fairness)
+        local = {k: v for k, v in (("overload", b.overload), ("rate_limit", b.rate_limit)) if v is not None}
+        if local:
+            log.warning("backend %s: overload control and rate limits are per process in Redis mode "
+                        "(applied only while failing open)", key)
+        return RedisAdmissionQueue(self.config.redis_url, slots=self.slots_for(key), policy=self.make_policy(),
+                                   name=key, lease_ttl_s=self.config.lease_ttl_s, listeners=self.listeners,
+                                   local_options=local, fairness=self.config.fairness,
+                                   **dict(self.config.redis_options))
 
     @property
     def queues(self) -> dict[str, AdmissionQueue]:
@@ -320,8 +267,6 @@ class Scheduler:
             prediction = self.predict(body, endpoint)
         t = self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
         if self.memory is not None:
-            from sjf_core.memory import handle_of
-
             t.entry.evidence = handle_of(prediction)
         return t
 
@@ -330,14 +275,13 @@ class Scheduler:
         """The request's :class:`~sjf_core.policy._policies.RequestMeta`: what it sent
         (:func:`~sjf_core.predict._meta.request_meta`), its tenant (``fairness``) and the
         configured defaults for what it did not send. Never raises."""
-        import dataclasses
-
         m = request_meta(body, headers)
         try:
-            tenant = self.fairness.tenant(body, headers, api_key, team)
+            fairness = self.config.fairness
+            tenant = fairness.tenant(body, headers, api_key, team)
             if tenant is not None:
                 m = dataclasses.replace(m, tenant=tenant)
-            return self.defaults.apply(m, backend_key(backend), tenant, self.fairness)
+            return self.config.defaults.apply(m, backend_key(backend), tenant, fairness)
         except Exception:
             log.warning("tenant or defaults could not be applied; request keeps its own metadata")
             return m
@@ -365,14 +309,12 @@ class Scheduler:
             arrival: as in :meth:`ticket`.
         """
         q = self.queue(backend)
-        lazy = _LazyEvidence(self, load, endpoint) if self.memory is not None else None
+        lazy = LazyEvidence(self, load, endpoint) if self.memory is not None else None
 
         def score():
             body, headers = load()
             prediction = self.predict(body, endpoint)
             if lazy is not None:
-                from sjf_core.memory import handle_of
-
                 lazy.handle, lazy.scored = handle_of(prediction), True
             return prediction, self.meta(backend, body, headers, api_key)
 
@@ -386,60 +328,18 @@ class Scheduler:
         return t
 
 
-class _LazyEvidence:
-    """The evidence of a lazily scored request: its handle once scored, else learnt at
-    completion from the body (the request ran alone, so nothing scored it)."""
-
-    __slots__ = ("scheduler", "load", "endpoint", "handle", "scored")
-
-    def __init__(self, scheduler: Scheduler, load, endpoint: str):
-        self.scheduler, self.load, self.endpoint = scheduler, load, endpoint
-        self.handle, self.scored = None, False
-
-    def resolve(self):
-        if not self.scored:
-            self.scored = True
-            body, _ = self.load()
-            self.handle = self.scheduler._learn_unscored(body, self.endpoint)
-        self.load = None
-        return self.handle
-
-
-class _MemoryListener(QueueEvents):
-    """Feeds the scheduler's length memory with each completed request's answer tokens."""
-
-    def __init__(self, scheduler: Scheduler):
-        self._memory = scheduler.memory
-
-    def on_complete(self, queue, entry, service_s, answer_tokens) -> None:
-        ev = getattr(entry, "evidence", None)
-        if ev is None:
-            return
-        if answer_tokens is None:
-            if isinstance(ev, _LazyEvidence):
-                ev.load = None
-            return
-        if isinstance(ev, _LazyEvidence):
-            ev = ev.resolve()
-        self._memory.observe(ev, answer_tokens)
-
-    def on_cancel(self, queue, entry) -> None:
-        ev = getattr(entry, "evidence", None)
-        if isinstance(ev, _LazyEvidence):
-            ev.load = None
-
-
 _default: Scheduler | None = None
 _default_lock = threading.Lock()
 
 
 def default_scheduler() -> Scheduler:
-    """The process-wide scheduler shared by adapters that were given none."""
+    """The process-wide scheduler shared by adapters that were given none, built from
+    :meth:`SchedulerConfig.from_env` (the ``SJF_*`` settings)."""
     global _default
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Scheduler()
+                _default = Scheduler(SchedulerConfig.from_env())
     return _default
 
 

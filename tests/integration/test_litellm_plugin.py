@@ -474,6 +474,7 @@ def test_no_emulator_ever_saw_more_than_its_slots(main):
 # ---- settings (no proxy) --------------------------------------------------------------------
 def test_settings_from_env_and_file(tmp_path):
     from litellm_sjf.settings import load_settings
+    from sjf_core.admission._overload import OverloadConfig
 
     f = tmp_path / "sjf.yaml"
     f.write_text("policy: sjf-tokens\ntau: 4\nslots: 2\nbackends:\n"
@@ -482,7 +483,7 @@ def test_settings_from_env_and_file(tmp_path):
     assert (s.policy, s.tau, s.slots) == ("sjf-tokens", "off", 2)  # env beats the file
     assert s.backend_slots == {"http://h:1/v1": 3, "http://h:2/v1": 4, "http://h:3/v1": 1}
     assert s.on_disconnect_for("http://h:1/v1/") == "release" and s.on_disconnect_for("http://h:2/v1") == "probe"
-    assert s.backend_overload == {"http://h:1/v1": {"max_queue_depth": 5}}
+    assert s.backend_overload == {"http://h:1/v1": OverloadConfig(max_queue_depth=5)}
     s = load_settings({"SJF_BACKEND_SLOTS": '{"http://x/v1": 2}', "SJF_PREDICTOR": "none"})
     assert s.backend_slots == {"http://x/v1": 2} and s.predictor is None
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from sjf_core import Prediction, Scheduler
+from sjf_core import Prediction, Scheduler, SchedulerConfig, start_metrics
 from sjf_core.ext._metrics import PrometheusMetrics, backend_label, start_metrics_server
 
 BACKEND = "http://127.0.0.1:9/v1"
@@ -163,10 +163,7 @@ async def test_metrics_server_serves_the_families(reg, monkeypatch):
     s = Scheduler(predictor=LengthPredictor(), listeners=[PrometheusMetrics(reg)])
     async with s.ticket(BACKEND, chat("short")):
         pass
-    monkeypatch.delenv("SJF_METRICS_PORT", raising=False)
-    assert start_metrics_server(registry=reg) is None  # no port configured: nothing started
-    monkeypatch.setenv("SJF_METRICS_PORT", "0")
-    server, thread = start_metrics_server(registry=reg)
+    server, thread = start_metrics_server(0, registry=reg)
     try:
         assert server.server_address[0] == "127.0.0.1"
         async with httpx.AsyncClient() as c:
@@ -179,33 +176,40 @@ async def test_metrics_server_serves_the_families(reg, monkeypatch):
         server.server_close()
 
 
-def test_default_listener_on_unless_disabled(reg, monkeypatch):
-    monkeypatch.delenv("SJF_METRICS", raising=False)
-    monkeypatch.delenv("SJF_METRICS_PORT", raising=False)
+def test_default_listener_on_unless_disabled(reg):
     assert any(isinstance(x, PrometheusMetrics) and x.registry is REGISTRY for x in Scheduler(predictor=None).listeners)
     mine = PrometheusMetrics(reg)
     assert [x for x in Scheduler(predictor=None, listeners=[mine]).listeners if isinstance(x, PrometheusMetrics)] == [mine]
-    monkeypatch.setenv("SJF_METRICS", "off")
-    assert not any(isinstance(x, PrometheusMetrics) for x in Scheduler(predictor=None).listeners)
+    off = SchedulerConfig.from_env({"SJF_METRICS": "off"})
+    assert not any(isinstance(x, PrometheusMetrics) for x in Scheduler(off, predictor=None).listeners)
+    assert start_metrics(off.replace(metrics_port=0)) is None  # metrics off: no server either
 
 
-def test_sjf_metrics_port_serves_default_registry_in_a_fresh_process(tmp_path):
-    """A process that only sets SJF_METRICS_PORT (e.g. an OpenAI-wrapper app) gets /metrics."""
+def test_sjf_metrics_port_starts_a_server_only_when_asked_in_a_fresh_process(tmp_path):
+    """Building a Scheduler never starts a server, even with SJF_METRICS_PORT set; the
+    explicit start (here the OpenAI wrapper's ``wrap``) serves the default registry."""
     port = free_port()
     code = (
-        "import asyncio, urllib.request\n"
-        "from sjf_core import Scheduler\n"
-        "s = Scheduler(predictor=None)\n"
+        "import asyncio, socket, urllib.request, openai, openai_sjf\n"
+        "from sjf_core import Scheduler, SchedulerConfig, start_metrics\n"
+        "s = Scheduler(SchedulerConfig.from_env(), predictor=None)\n"
         "async def go():\n"
         "    async with s.ticket('http://127.0.0.1:9/v1', {'messages': []}):\n"
         "        pass\n"
         "asyncio.run(go())\n"
+        "c = socket.socket()\n"
+        f"print('LISTENING_BEFORE', c.connect_ex(('127.0.0.1', {port})) == 0)\n"
+        "c.close()\n"
+        "openai_sjf.wrap(openai.AsyncOpenAI(base_url='http://127.0.0.1:9/v1', api_key='k'))\n"
+        "assert start_metrics(s.config) is start_metrics(s.config)  # once per process\n"
         f"print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=10).read().decode())\n"
     )
-    env = {**os.environ, "SJF_METRICS_PORT": str(port), "SJF_PLUGINS": "none"}
+    # SJF_PREDICTOR=none: wrap() preloads no model in a thread the interpreter's exit would cut short
+    env = {**os.environ, "SJF_METRICS_PORT": str(port), "SJF_PLUGINS": "none", "SJF_PREDICTOR": "none"}
     env.pop("SJF_METRICS", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert "LISTENING_BEFORE False" in out.stdout
     assert 'sjf_admissions_total{backend="http://127.0.0.1:9/v1",predicted_class="unscored"} 1.0' in out.stdout
 
 

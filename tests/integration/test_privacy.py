@@ -390,7 +390,9 @@ async def test_length_memory_keeps_no_prompt_text(sandbox, caplog, redis_url, mo
     path = sandbox / "memory.npz"
     monkeypatch.setenv("SJF_MEMORY_PATH", str(path))
     prefix = "priv-" + uuid.uuid4().hex[:8]
-    schedulers = [Scheduler(plugins=False),  # default memory, persistence on through the env
+    from sjf_core.config import SchedulerConfig
+
+    schedulers = [Scheduler(SchedulerConfig.from_env(), plugins=False),  # default memory, persistence on through the env
                   Scheduler(plugins=False, redis_url=redis_url, redis_options={"prefix": prefix})]
     bodies = [b for _, b in canary_bodies()] + [
         {"model": CANARY, "metadata": {"user_api_key_hash": CANARY}, "max_tokens": 7,

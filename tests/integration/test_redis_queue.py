@@ -620,6 +620,7 @@ async def test_leases_are_reasserted_after_redis_lost_its_data():
 # ---- configuration --------------------------------------------------------------------------------
 async def test_scheduler_selects_redis_by_argument_or_env(redis_url, monkeypatch):
     from sjf_core._scheduler import Scheduler
+    from sjf_core.config import SchedulerConfig
 
     monkeypatch.delenv("SJF_REDIS_URL", raising=False)
     assert Scheduler(predictor=None).redis_url is None
@@ -632,15 +633,16 @@ async def test_scheduler_selects_redis_by_argument_or_env(redis_url, monkeypatch
     await q.aclose()
     monkeypatch.setenv("SJF_REDIS_URL", redis_url)
     monkeypatch.setenv("SJF_REDIS_LEASE_TTL_S", "4.5")
-    s2 = Scheduler(predictor=None)
+    assert Scheduler(predictor=None).redis_url is None  # building a Scheduler reads no environment
+    s2 = Scheduler(SchedulerConfig.from_env(), predictor=None)
     q2 = s2.queue(backend())
     assert isinstance(q2, RedisAdmissionQueue) and q2.redis_lease_ttl_s == 4.5
     assert not isinstance(Scheduler(predictor=None, redis_url="").queue("x"), RedisAdmissionQueue)
     with pytest.raises(ValueError, match="fair"):
-        Scheduler(predictor=None, policy="fair")
+        Scheduler(SchedulerConfig.from_env(), predictor=None, policy="fair")
     monkeypatch.setenv("SJF_REDIS_FAIL_MODE", "sometimes")
-    with pytest.raises(ValueError):
-        Scheduler(predictor=None)
+    with pytest.raises(ValueError, match="SJF_REDIS_FAIL_MODE"):
+        SchedulerConfig.from_env()
 
 
 def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
@@ -651,7 +653,7 @@ def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
     s = load_settings({"SJF_CONFIG": str(f)})
     assert s.redis_url == "redis://127.0.0.1:7/0" and s.redis == {"fail_mode": "closed", "redis_lease_ttl_s": 4}
     s = load_settings({"SJF_CONFIG": str(f), "SJF_REDIS_URL": "redis://h:8/1", "SJF_REDIS_FAIL_MODE": "open"})
-    assert s.redis_url == "redis://h:8/1" and s.redis == {"redis_lease_ttl_s": 4}  # env beats the file
+    assert s.redis_url == "redis://h:8/1" and s.redis == {"fail_mode": "open", "redis_lease_ttl_s": 4}  # env beats the file
     f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {lease: 4}\n")
     with pytest.raises(ValueError, match="unknown Redis options"):
         load_settings({"SJF_CONFIG": str(f)})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sjf_core import Prediction, Scheduler
+from sjf_core import Prediction, Scheduler, SchedulerConfig
 from sjf_core.ext._hooks import ENTRY_POINT_GROUP, PluginPolicy, discover_plugins, hookimpl, make_plugin_manager, to_prediction
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sjf_plugin_example"
@@ -52,22 +52,20 @@ def test_example_is_discovered_through_the_entry_point_group(installed_example, 
     assert installed_example == {"example": "sjf_plugin_example"}
     found = dict(discover_plugins(refresh=True))
     assert "example" in found
-    monkeypatch.delenv("SJF_PLUGINS", raising=False)
-    s = Scheduler(predictor=FixedPredictor())  # default: load all entry points
-    assert s.plugins is not None and s.plugins.get_plugin("example") is found["example"]
-    assert isinstance(s.policy_spec, PluginPolicy)
+    s = Scheduler(predictor=FixedPredictor())  # default config: load all entry points
+    assert s.plugins.manager is not None and s.plugins.manager.get_plugin("example") is found["example"]
+    assert isinstance(s.make_policy(), PluginPolicy)
 
 
 def test_sjf_plugins_env_selects_or_disables(installed_example, monkeypatch):
-    monkeypatch.setenv("SJF_PLUGINS", "none")
-    assert Scheduler(predictor=FixedPredictor()).plugins is None
-    monkeypatch.setenv("SJF_PLUGINS", "example")
-    assert Scheduler(predictor=FixedPredictor()).plugins.get_plugin("example") is not None
-    monkeypatch.setenv("SJF_PLUGINS", "")
-    assert Scheduler(predictor=FixedPredictor()).plugins.get_plugin("example") is not None
-    monkeypatch.setenv("SJF_PLUGINS", "not_installed")
-    assert Scheduler(predictor=FixedPredictor()).plugins is None
-    assert Scheduler(predictor=FixedPredictor(), plugins=False).plugins is None
+    def plugins(value):
+        return Scheduler(SchedulerConfig.from_env({"SJF_PLUGINS": value}), predictor=FixedPredictor()).plugins
+
+    assert plugins("none").manager is None and not plugins("none")
+    assert plugins("example").manager.get_plugin("example") is not None
+    assert plugins("").manager.get_plugin("example") is not None
+    assert plugins("not_installed").manager is None
+    assert Scheduler(predictor=FixedPredictor(), plugins=False).plugins.manager is None
 
 
 def test_broken_entry_point_is_skipped(tmp_path, monkeypatch, caplog):
@@ -76,10 +74,9 @@ def test_broken_entry_point_is_skipped(tmp_path, monkeypatch, caplog):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nbroken = no_such_module_for_sjf_test\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SJF_PLUGINS", raising=False)
     with caplog.at_level(logging.ERROR, logger="sjf_core.ext._hooks"):
         s = Scheduler(predictor=FixedPredictor())
-    assert s.plugins is None or s.plugins.get_plugin("broken") is None
+    assert s.plugins.manager is None or s.plugins.manager.get_plugin("broken") is None
     assert any("broken" in r.getMessage() and "failed to load" in r.getMessage() for r in caplog.records)
     assert s.predict(chat("hello")) is not None
 
@@ -226,3 +223,64 @@ def test_to_prediction_shapes(result, label, tokens):
 def test_to_prediction_rejects_garbage(bad):
     with pytest.raises((TypeError, ValueError)):
         to_prediction(bad)
+
+
+class Tagger:
+    """Implements every kind of hook, to see each one installed and undone."""
+
+    def __init__(self):
+        self.enqueued = 0
+
+    @hookimpl
+    def sjf_predict(self, text):
+        return 7.0
+
+    @hookimpl
+    def sjf_ordering_key(self, prediction, meta, default_key, policy):
+        return -1.0
+
+    @hookimpl
+    def sjf_on_enqueue(self, backend, entry):
+        self.enqueued += 1
+
+
+async def test_install_plugins_returns_a_handle_whose_undo_restores_the_scheduler():
+    from sjf_core.ext._hooks import install_plugins
+
+    s = Scheduler(predictor=FixedPredictor(), plugins=False, memory=False)
+    plain = Scheduler(predictor=FixedPredictor(), plugins=False, memory=False)
+    body = chat("Describe the history of Rome in three paragraphs.")
+    listeners_before = list(s.listeners)
+    early = s.queue("http://early/v1")  # made before the plugins were installed
+    tag = Tagger()
+    handle = install_plugins(s, [tag])
+    assert handle and handle.installed and handle.manager.is_registered(tag)
+    assert s.predict(body).expected_tokens == 7.0
+    assert isinstance(s.make_policy(), PluginPolicy)
+    async with s.ticket("http://early/v1", body):
+        pass
+    async with s.ticket(BACKEND, body):
+        pass
+    assert tag.enqueued == 2  # the queue made before installation sees the events too
+    handle.undo()
+    assert not handle.installed
+    assert s.predict(body) == plain.predict(body) and s.predict(body).expected_tokens != 7.0
+    assert not isinstance(s.make_policy(), PluginPolicy)
+    assert s.listeners == listeners_before
+    assert early.listeners == listeners_before and s.queue(BACKEND).listeners == listeners_before
+    async with s.ticket("http://early/v1", body):
+        pass
+    assert tag.enqueued == 2  # no hook runs after undo
+    handle.undo()  # idempotent
+    assert s.listeners == listeners_before
+
+
+def test_no_plugins_give_an_empty_handle():
+    from sjf_core.ext._hooks import install_plugins
+
+    s = Scheduler(predictor=FixedPredictor(), plugins=False, memory=False)
+    handle = install_plugins(s, [])
+    assert handle.manager is None and not handle and not handle.installed
+    handle.undo()
+    with pytest.raises(TypeError):
+        install_plugins(s, 42)

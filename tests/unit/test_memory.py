@@ -155,10 +155,13 @@ async def test_persistence_is_opt_in_and_round_trips(tmp_path):
     assert Scheduler(plugins=False).memory.persist_path is None  # off by default
 
 
-def test_memory_off_by_env(monkeypatch):
-    monkeypatch.setenv("SJF_MEMORY", "off")
-    assert Scheduler(plugins=False).memory is None
-    assert Scheduler(plugins=False).memory_status() == {"enabled": False}
+def test_memory_off_by_env():
+    from sjf_core.config import SchedulerConfig
+
+    off = SchedulerConfig.from_env({"SJF_MEMORY": "off"})
+    assert Scheduler(off, plugins=False).memory is None
+    assert Scheduler(off, plugins=False).memory_status() == {"enabled": False}
+    assert Scheduler(SchedulerConfig.from_env({}), plugins=False).memory is not None
 
 
 async def test_bad_bodies_never_fail_and_leave_no_slot():

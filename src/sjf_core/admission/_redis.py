@@ -625,31 +625,18 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
     )
 
 
-#: Environment variables read by :func:`redis_config` (option name, parser).
-ENV_OPTIONS = {
-    "SJF_REDIS_FAIL_MODE": ("fail_mode", str),
-    "SJF_REDIS_LEASE_TTL_S": ("redis_lease_ttl_s", float),
-    "SJF_REDIS_WAITER_TTL_S": ("waiter_ttl_s", float),
-    "SJF_REDIS_PREFIX": ("prefix", str),
-    "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float),
-    "SJF_REDIS_RETRY_S": ("retry_s", float),
-}
-_OPTION_NAMES = {name for name, _ in ENV_OPTIONS.values()}
+#: Options of the Redis store (the ``redis`` settings map; ``SJF_REDIS_*`` in :mod:`sjf_core.config`).
+_OPTION_NAMES = {"fail_mode", "redis_lease_ttl_s", "waiter_ttl_s", "prefix", "op_timeout_s", "retry_s"}
 
 
-def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None,
-                 environ: Any = None) -> tuple[str | None, dict[str, Any]]:
-    """Resolve the Redis settings of a :class:`~sjf_core._scheduler.Scheduler`.
+def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None) -> tuple[str | None, dict[str, Any]]:
+    """Check the Redis settings of a :class:`~sjf_core._scheduler.Scheduler` (reads no environment).
 
     Args:
-        url: a Redis URL; None reads ``$SJF_REDIS_URL``; "" or False disables Redis.
+        url: a Redis URL; None, "" or False disables Redis.
         options: store options (see :class:`RedisAdmissionQueue`: ``fail_mode``,
-            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``,
-            ``retry_s``); a missing one is read from its environment variable
-            (``SJF_REDIS_FAIL_MODE``, ``SJF_REDIS_LEASE_TTL_S``, ``SJF_REDIS_WAITER_TTL_S``,
-            ``SJF_REDIS_PREFIX``, ``SJF_REDIS_OP_TIMEOUT_S``, ``SJF_REDIS_RETRY_S``).
+            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``).
         policy: the policy, checked with :func:`policy_server_args` when Redis is on.
-        environ: the environment mapping (default ``os.environ``).
 
     Returns:
         (url or None, options dict).
@@ -657,51 +644,17 @@ def redis_config(url: Any = None, options: Any = None, policy: Policy | None = N
     Raises:
         ValueError: unknown option, bad value, or a policy the store cannot run.
     """
-    env = os.environ if environ is None else environ
-    if url is None:
-        url = env.get("SJF_REDIS_URL") or None
     if not url:
         return None, {}
     opts = dict(options or {})
     unknown = set(opts) - _OPTION_NAMES
     if unknown:
         raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
-    for var, (name, parse) in ENV_OPTIONS.items():
-        if name not in opts and env.get(var):
-            try:
-                opts[name] = parse(env[var])
-            except ValueError:
-                raise ValueError(f"{var}={env[var]!r} is not a valid {parse.__name__}") from None
     if opts.get("fail_mode", "open") not in FAIL_MODES:
         raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {opts['fail_mode']!r}")
     if policy is not None:
         policy_server_args(policy)
     return str(url), opts
-
-
-def queue_for_scheduler(scheduler: Any, key: str) -> "RedisAdmissionQueue":
-    """The Redis-backed queue of backend ``key`` for a Scheduler with ``redis_url`` set."""
-    local: dict[str, Any] = {}
-    overload = getattr(scheduler, "backend_overload", {}).get(key, getattr(scheduler, "overload", None))
-    rate = getattr(scheduler, "backend_rate_limits", {}).get(key, getattr(scheduler, "rate_limit", None))
-    if overload is not None:
-        local["overload"] = overload
-    if rate is not None:
-        local["rate_limit"] = rate
-    if local:
-        log.warning("backend %s: overload control and rate limits are per process in Redis mode "
-                    "(applied only while failing open)", key)
-    return RedisAdmissionQueue(
-        scheduler.redis_url,
-        slots=scheduler.backend_slots.get(key, scheduler.slots),
-        policy=make_policy(scheduler.policy_spec, **scheduler.policy_options),
-        name=key,
-        lease_ttl_s=scheduler.lease_ttl_s,
-        listeners=scheduler.listeners,
-        local_options=local,
-        fairness=getattr(scheduler, "fairness", None),
-        **scheduler.redis_options,
-    )
 
 
 class RedisTicket(TicketView):
@@ -1015,5 +968,5 @@ class RedisTicket(TicketView):
 
 
 __all__ = ["RedisAdmissionQueue", "RedisTicket", "RedisUnavailable", "RedisQueueStats", "policy_server_args",
-           "redis_config", "queue_for_scheduler", "ServerPolicy", "ENV_OPTIONS",
+           "redis_config", "ServerPolicy",
            "hash_tag", "lua_sources", "SUPPORTED_PROMOTIONS", "FAIL_MODES"]

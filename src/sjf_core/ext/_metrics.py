@@ -1,4 +1,4 @@
-"""Prometheus metrics of the admission layer (prometheus-client).
+"""Prometheus metrics of the admission layer (prometheus-client, optional).
 
 :class:`PrometheusMetrics` is a :class:`~sjf_core.admission._local.QueueEvents` listener::
 
@@ -52,173 +52,72 @@ Where they are exposed:
   is enabled) serves ``prometheus_client.REGISTRY``, the default registry used here, so
   the ``sjf_*`` families appear next to LiteLLM's own. Under ``PROMETHEUS_MULTIPROC_DIR``
   the gauges aggregate with ``livesum`` across workers.
-* **Anywhere else** (the OpenAI wrapper, scripts): :func:`start_metrics_server` serves
+* **Anywhere else** (the OpenAI wrapper, scripts): :func:`sjf_core.start_metrics` serves
   the registry on ``SJF_METRICS_PORT`` (127.0.0.1 by default, ``SJF_METRICS_ADDR`` to
-  change it), or pass your own ``CollectorRegistry`` and expose it as you like.
+  change it); ``openai_sjf.wrap`` calls it. Or pass your own ``CollectorRegistry``.
 
 **Default.** Every :class:`~sjf_core._scheduler.Scheduler` built without a
 :class:`PrometheusMetrics` among its listeners gets one on the default ``REGISTRY``
-(:func:`install_default_metrics`), unless ``SJF_METRICS=off``. When
-``SJF_METRICS_PORT`` is set, the first such scheduler of the process also starts the
-HTTP server on that port.
+(:func:`install_default_metrics`), unless its config says ``metrics`` off
+(``SJF_METRICS=off``). Building a Scheduler never starts a server: the HTTP server starts
+only through an explicit :func:`sjf_core.start_metrics` (the plugins call it when
+``SJF_METRICS_PORT`` is set) or :func:`start_metrics_server`.
+
+**Optional.** prometheus-client is the ``metrics`` extra (pulled in by ``litellm`` and
+``openai``). Without it :data:`AVAILABLE` is False, no listener is installed, probes are
+not counted and :func:`start_metrics` returns None: scheduling is unchanged.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
-import re
 import threading
 import weakref
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
-
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from sjf_core.admission._local import AdmissionQueue, QueueEvents
-from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
+from sjf_core.ext._labels import (PREDICTOR_LATENCY_BUCKETS_S, QUEUE_WAIT_BUCKETS_S, backend_label, predicted_class,
+                                  reason_label, true_class)
+from sjf_core.policy._entry import Entry
+
+try:
+    from prometheus_client import REGISTRY, start_http_server
+
+    from sjf_core.ext._families import families_for
+    #: True when prometheus-client is installed (else metrics are a no-op).
+    AVAILABLE = True
+except ImportError:  # prometheus-client is the optional ``metrics`` extra
+    REGISTRY = None
+    AVAILABLE = False
 
 log = logging.getLogger("sjf_core.ext._metrics")
 
 __all__ = [
-    "PrometheusMetrics", "backend_label", "start_metrics_server", "install_default_metrics", "METRICS_ENV",
-    "QUEUE_WAIT_BUCKETS_S", "count_probe", "PREDICTOR_LATENCY_BUCKETS_S", "METRICS_PORT_ENV", "METRICS_ADDR_ENV",
+    "PrometheusMetrics", "backend_label", "start_metrics_server", "start_metrics", "install_default_metrics",
+    "QUEUE_WAIT_BUCKETS_S", "count_probe", "PREDICTOR_LATENCY_BUCKETS_S", "AVAILABLE",
 ]
-
-#: Environment variable turning the default metrics listener off ("off", "0", "false", "none").
-METRICS_ENV = "SJF_METRICS"
-#: Environment variable holding the port of :func:`start_metrics_server`.
-METRICS_PORT_ENV = "SJF_METRICS_PORT"
-#: Environment variable holding the bind address of :func:`start_metrics_server`.
-METRICS_ADDR_ENV = "SJF_METRICS_ADDR"
-
-#: Histogram buckets of queue wait and service time, seconds (10 ms … 10 min).
-QUEUE_WAIT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-#: Histogram buckets of predictor latency, seconds (50 µs … 1 s).
-PREDICTOR_LATENCY_BUCKETS_S = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
-
-_REASON_RE = re.compile(r"[^a-z0-9_]+")
-
-
-def backend_label(key: Any) -> str:
-    """The ``backend`` label value of a queue key: the URL without credentials, query or fragment.
-
-    Never raises; at most 200 characters.
-    """
-    s = str(key or "default")
-    try:
-        parts = urlsplit(s)
-        if parts.scheme and parts.netloc:
-            host = parts.netloc.rsplit("@", 1)[-1]
-            s = urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        pass
-    # A label must encode as UTF-8, or the whole exposition (LiteLLM's /metrics too) fails.
-    return s[:200].encode("utf-8", "replace").decode("utf-8")
-
-
-def _reason_label(reason: Any) -> str:
-    """A bounded, machine-readable reason label (lowercase [a-z0-9_], ≤ 40 chars)."""
-    r = _REASON_RE.sub("_", str(reason or "unknown").lower()).strip("_")
-    return (r or "unknown")[:40]
-
-
-def _predicted_class(entry: Entry) -> str:
-    if entry.fallback:
-        return "unscored"
-    if not getattr(entry, "scored", True):
-        return "idle"
-    try:
-        return CLASS_NAMES[int(entry.klass)]
-    except (IndexError, TypeError, ValueError):
-        return "unscored"
-
-
-def _true_class(answer_tokens: Any) -> str:
-    if answer_tokens is None or isinstance(answer_tokens, bool):
-        return "unknown"
-    try:
-        t = float(answer_tokens)
-    except (TypeError, ValueError):
-        return "unknown"
-    if not math.isfinite(t) or t < 0:
-        return "unknown"
-    return CLASS_NAMES[class_of_tokens(t)]
-
-
-class _Families:
-    """The metric families of one registry (created once per registry)."""
-
-    def __init__(self, registry: CollectorRegistry):
-        r = registry
-        self.queue_depth = Gauge("sjf_queue_depth", "Requests waiting for an admission slot.", ["backend"],
-                                 registry=r, multiprocess_mode="livesum")
-        self.in_flight = Gauge("sjf_in_flight", "Requests holding an admission slot (running on the backend).",
-                               ["backend"], registry=r, multiprocess_mode="livesum")
-        self.tau = Gauge("sjf_tau_seconds", "Current starvation bound tau of the queue, seconds (+Inf when off).",
-                         ["backend"], registry=r, multiprocess_mode="max")
-        self.enqueued = Counter("sjf_enqueued", "Requests that entered the admission queue.",
-                                ["backend", "predicted_class"], registry=r)
-        self.admissions = Counter("sjf_admissions", "Requests granted a slot.", ["backend", "predicted_class"], registry=r)
-        self.completions = Counter("sjf_completions", "Slots released after a granted request ended.",
-                                   ["backend", "true_class"], registry=r)
-        self.cancellations = Counter("sjf_cancellations", "Callers that left while queued (disconnect, timeout).",
-                                     ["backend"], registry=r)
-        self.promotions = Counter("sjf_tau_promotions", "Requests dispatched by the tau starvation guard.",
-                                  ["backend"], registry=r)
-        self.rejections = Counter("sjf_rejections", "Requests refused by overload control.", ["backend", "reason"],
-                                  registry=r)
-        self.fail_open = Counter("sjf_fail_open", "Requests admitted in FCFS order because they could not be scored.",
-                                 ["backend", "reason"], registry=r)
-        self.lease_expirations = Counter("sjf_lease_expirations", "Slots force-released by the lease time-to-live.",
-                                         ["backend"], registry=r)
-        self.probes = Counter("sjf_backend_probes", "Idle probes of a backend (our own 1-token requests) by outcome.",
-                              ["backend", "outcome"], registry=r)
-        self.predictor_errors = Counter("sjf_predictor_errors", "Predictor calls that raised (request served FCFS).",
-                                        registry=r)
-        self.queue_wait = Histogram("sjf_queue_wait_seconds", "Queue wait (submit to dispatch) by predicted class, seconds.",
-                                    ["backend", "predicted_class"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
-        self.queue_wait_true = Histogram(
-            "sjf_queue_wait_by_true_class_seconds",
-            "Queue wait (submit to dispatch) by true answer-length class, seconds; observed at completion when usage is known.",
-            ["backend", "true_class"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
-        self.service = Histogram("sjf_service_seconds", "Slot holding time (dispatch to release) by true class, seconds.",
-                                 ["backend", "true_class"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
-        self.tenant_depth = Gauge("sjf_tenant_queue_depth", "Requests of one tenant waiting for a slot.",
-                                  ["backend", "tenant"], registry=r, multiprocess_mode="livesum")
-        self.tenant_wait = Histogram("sjf_tenant_queue_wait_seconds", "Queue wait (submit to dispatch) per tenant, seconds.",
-                                     ["backend", "tenant"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
-        self.predictor_latency = Histogram("sjf_predictor_latency_seconds", "Latency of one predictor call, seconds.",
-                                           buckets=PREDICTOR_LATENCY_BUCKETS_S, registry=r)
-
-
-_families: "weakref.WeakKeyDictionary[CollectorRegistry, _Families]" = weakref.WeakKeyDictionary()
-_families_lock = threading.Lock()
-
-
-def _families_for(registry: CollectorRegistry) -> _Families:
-    with _families_lock:
-        fam = _families.get(registry)
-        if fam is None:
-            fam = _families[registry] = _Families(registry)
-        return fam
 
 
 class PrometheusMetrics(QueueEvents):
     """Queue-event listener that records the ``sjf_*`` metric families.
 
     Args:
-        registry: the ``prometheus_client`` registry; default ``REGISTRY`` (the one the
+        registry: a ``prometheus_client.CollectorRegistry``; default ``REGISTRY`` (the one the
             LiteLLM proxy serves on ``/metrics``). Several listeners on one registry
             share the same families, so making two is harmless.
 
     Every hook is cheap (a few dict look-ups) and never raises into the queue.
+
+    Raises:
+        RuntimeError: prometheus-client is not installed.
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: Any = None):
+        if not AVAILABLE:
+            raise RuntimeError("PrometheusMetrics needs prometheus-client: pip install 'clairvoyant-sjf[metrics]'")
         self.registry = REGISTRY if registry is None else registry
-        self.f = _families_for(self.registry)
+        self.f = families_for(self.registry)
         self._expired_seen: "weakref.WeakKeyDictionary[AdmissionQueue, int]" = weakref.WeakKeyDictionary()
         # labelled children by (family name, label values): ``labels()`` takes a lock and
         # builds tuples on every call, and these hooks run on each request's path
@@ -246,7 +145,7 @@ class PrometheusMetrics(QueueEvents):
     # ---- QueueEvents ---------------------------------------------------------------------
     def on_enqueue(self, queue: AdmissionQueue, entry: Entry) -> None:
         b = self._backend(queue.name)
-        pc = _predicted_class(entry)
+        pc = predicted_class(entry)
         self._child("enqueued", b, pc).inc()
         self._child("queue_depth", b).inc()
         if entry.tenant is not None:
@@ -256,7 +155,7 @@ class PrometheusMetrics(QueueEvents):
 
     def on_dispatch(self, queue: AdmissionQueue, entry: Entry, wait_s: float) -> None:
         b = self._backend(queue.name)
-        pc = _predicted_class(entry)
+        pc = predicted_class(entry)
         self._child("queue_depth", b).dec()
         self._child("in_flight", b).inc()
         self._child("admissions", b, pc).inc()
@@ -272,7 +171,7 @@ class PrometheusMetrics(QueueEvents):
 
     def on_complete(self, queue: AdmissionQueue, entry: Entry, service_s: float, answer_tokens: int | None) -> None:
         b = self._backend(queue.name)
-        tc = _true_class(answer_tokens)
+        tc = true_class(answer_tokens)
         self._child("in_flight", b).dec()
         self._child("completions", b, tc).inc()
         if math.isfinite(service_s):
@@ -303,7 +202,7 @@ class PrometheusMetrics(QueueEvents):
             reason: a short machine-readable reason, e.g. "queue_depth".
         """
         name = getattr(queue, "name", queue)
-        self.f.rejections.labels(backend_label(name), _reason_label(kw.get("reason", reason))).inc()
+        self.f.rejections.labels(backend_label(name), reason_label(kw.get("reason", reason))).inc()
 
     def on_predict(self, scheduler: Any, latency_s: float | None, error: str | None) -> None:
         """One predictor call took ``latency_s`` seconds; ``error`` is the exception type name or None."""
@@ -315,7 +214,7 @@ class PrometheusMetrics(QueueEvents):
     # ---- for adapters ----------------------------------------------------------------------
     def fail_open(self, backend: Any, reason: str) -> None:
         """Count a request an adapter let through without admission (e.g. an internal fault)."""
-        self.f.fail_open.labels(backend_label(backend), _reason_label(reason)).inc()
+        self.f.fail_open.labels(backend_label(backend), reason_label(reason)).inc()
 
     def _set_tau(self, queue: AdmissionQueue, b: str) -> None:
         try:
@@ -327,80 +226,89 @@ class PrometheusMetrics(QueueEvents):
             pass
 
 
-def start_metrics_server(port: int | None = None, addr: str | None = None,
-                         registry: CollectorRegistry | None = None):
-    """Serve ``registry`` in the Prometheus text format over HTTP (a daemon thread).
+
+# ---- serving and the default listener ----------------------------------------------------------
+_server_lock = threading.Lock()
+_server: Any = None
+_default_installed = False
+
+
+def start_metrics_server(port: int, addr: str = "127.0.0.1", registry: Any = None):
+    """Serve ``registry`` (default ``prometheus_client.REGISTRY``) in the Prometheus text
+    format over HTTP, on a daemon thread.
 
     Args:
-        port: TCP port; default ``$SJF_METRICS_PORT``. 0 picks a free port.
-        addr: bind address; default ``$SJF_METRICS_ADDR`` or "127.0.0.1".
-        registry: default ``prometheus_client.REGISTRY``.
+        port: TCP port; 0 picks a free one (the bound port is ``server.server_port``).
+        addr: bind address.
 
     Returns:
-        ``(server, thread)`` from :func:`prometheus_client.start_http_server`; the bound
-        port is ``server.server_port``. None when no port is given and
-        ``SJF_METRICS_PORT`` is unset.
+        ``(server, thread)`` from :func:`prometheus_client.start_http_server`.
 
     Raises:
-        ValueError: the port is not an integer.
+        RuntimeError: prometheus-client is not installed.
         OSError: the port cannot be bound.
     """
-    from prometheus_client import start_http_server
-
-    if port is None:
-        env = os.environ.get(METRICS_PORT_ENV, "").strip()
-        if not env:
-            return None
-        port = int(env)
-    addr = addr or os.environ.get(METRICS_ADDR_ENV, "").strip() or "127.0.0.1"
+    if not AVAILABLE:
+        raise RuntimeError("the metrics server needs prometheus-client: pip install 'clairvoyant-sjf[metrics]'")
     return start_http_server(int(port), addr=addr, registry=REGISTRY if registry is None else registry)
 
 
-_server_lock = threading.Lock()
-_server_started = False
+def start_metrics(config: Any = None, port: int | None = None, addr: str | None = None):
+    """Start the process's metrics server once: on ``port`` (default ``config.metrics_port``,
+    i.e. ``SJF_METRICS_PORT``) and ``addr`` (default ``config.metrics_addr``). The explicit
+    step that building a :class:`~sjf_core._scheduler.Scheduler` never takes.
 
-
-def metrics_enabled() -> bool:
-    """False when ``$SJF_METRICS`` is off (``off``, ``0``, ``false``, ``no``, ``none``)."""
-    return os.environ.get(METRICS_ENV, "on").strip().lower() not in ("off", "0", "false", "no", "none")
-
-
-def count_probe(backend: Any, outcome: str, registry: CollectorRegistry | None = None) -> None:
-    """Count one idle-probe event (``sjf_backend_probes_total``) on ``registry`` (default
-    ``REGISTRY``), unless ``$SJF_METRICS`` is off. Never raises."""
-    try:
-        if registry is None and not metrics_enabled():
-            return
-        _families_for(registry or REGISTRY).probes.labels(backend_label(backend), _reason_label(outcome)).inc()
-    except Exception:  # metrics must never break a release
-        log.debug("probe metric not recorded", exc_info=True)
-
-
-def install_default_metrics(listeners: list) -> PrometheusMetrics | None:
-    """Append a :class:`PrometheusMetrics` on the default registry to ``listeners``.
-
-    Does nothing when ``$SJF_METRICS`` is off or a :class:`PrometheusMetrics` is
-    already there. Starts :func:`start_metrics_server` once per process when
-    ``$SJF_METRICS_PORT`` is set (a port that cannot be bound is logged, not raised).
+    Args:
+        config: a :class:`~sjf_core.config.SchedulerConfig` (default: none, so ``port`` is needed).
 
     Returns:
-        The listener added, or None.
+        The ``(server, thread)`` of the process (the first call's), or None when no port is
+        set, ``config.metrics`` is off, prometheus-client is missing or the port cannot be
+        bound (logged, never raised).
     """
-    if not metrics_enabled():
+    global _server
+    if config is not None and not config.metrics:
         return None
-    if any(isinstance(x, PrometheusMetrics) for x in listeners):
+    port = getattr(config, "metrics_port", None) if port is None else port
+    if port is None:
+        return None
+    addr = addr or getattr(config, "metrics_addr", None) or "127.0.0.1"
+    if not AVAILABLE:
+        log.warning("sjf metrics port %s set but prometheus-client is not installed; no /metrics", port)
+        return None
+    with _server_lock:
+        if _server is None:
+            try:
+                _server = start_metrics_server(port, addr)
+                log.info("sjf metrics served on http://%s:%d/metrics", addr, _server[0].server_port)
+            except (OSError, ValueError) as exc:
+                log.error("sjf metrics server could not start on %s:%s (%s)", addr, port, type(exc).__name__)
+                return None
+        return _server
+
+
+def install_default_metrics(listeners: list, enabled: bool = True) -> "PrometheusMetrics | None":
+    """Append a :class:`PrometheusMetrics` on the default registry to ``listeners``.
+
+    Does nothing (None) when ``enabled`` is False, prometheus-client is missing, or a
+    :class:`PrometheusMetrics` is already there. Starts no server.
+    """
+    global _default_installed
+    if not enabled or not AVAILABLE or any(isinstance(x, PrometheusMetrics) for x in listeners):
         return None
     m = PrometheusMetrics()
     listeners.append(m)
-    global _server_started
-    if os.environ.get(METRICS_PORT_ENV, "").strip() and not _server_started:
-        with _server_lock:
-            if not _server_started:
-                _server_started = True
-                try:
-                    server, _ = start_metrics_server()
-                    log.info("sjf metrics served on http://%s:%d/metrics", server.server_address[0], server.server_port)
-                except (OSError, ValueError) as exc:
-                    log.error("sjf metrics server could not start on %s=%s (%s)", METRICS_PORT_ENV,
-                              os.environ.get(METRICS_PORT_ENV), type(exc).__name__)
+    _default_installed = True
     return m
+
+
+def count_probe(backend: Any, outcome: str, registry: Any = None) -> None:
+    """Count one idle-probe event (``sjf_backend_probes_total``) on ``registry``; without one,
+    on ``REGISTRY`` once a default listener is installed in the process (metrics on).
+    Never raises."""
+    try:
+        if not AVAILABLE or (registry is None and not _default_installed):
+            return
+        families_for(registry or REGISTRY).probes.labels(backend_label(backend), reason_label(outcome)).inc()
+    except Exception:  # metrics must never break a release
+        log.debug("probe metric not recorded", exc_info=True)

@@ -42,11 +42,8 @@ from sjf_core.memory._store import BYTES_PER_KEY, LocalStore
 
 log = logging.getLogger("sjf_core.memory")
 
-__all__ = ["LengthMemory", "Evidence", "handle_of", "memory_from_env", "MEMORY_ENV", "MEMORY_PATH_ENV"]
+__all__ = ["LengthMemory", "Evidence", "handle_of"]
 
-MEMORY_ENV = "SJF_MEMORY"
-MEMORY_PATH_ENV = "SJF_MEMORY_PATH"
-_OFF = {"off", "0", "false", "no", "none"}
 _SQRT2 = math.sqrt(2.0)
 #: ridge weight of the neighbour coefficient (in units of Σ corr²)
 _LAMBDA_NN = 2.0
@@ -290,26 +287,6 @@ class LengthMemory:
 
     def _load(self, path: str) -> None:
         _persist.load(path, getattr(self.store, "local", self.store), self.ring)
-
-
-def memory_from_env(redis_url: str | None = None, redis_options: dict | None = None, environ=None) -> LengthMemory | None:
-    """The memory a :class:`~sjf_core._scheduler.Scheduler` gets by default.
-
-    ``$SJF_MEMORY`` "off"/"0"/"false" disables it (None). In Redis mode (``redis_url``)
-    the evidence is shared (:class:`~sjf_core.memory._store.RedisStore`, prefix
-    ``SJF_REDIS_PREFIX``); ``$SJF_MEMORY_PATH`` turns on persistence to that file.
-    """
-    env = os.environ if environ is None else environ
-    if str(env.get(MEMORY_ENV, "on")).strip().lower() in _OFF:
-        return None
-    store = None
-    if redis_url:
-        from sjf_core.memory._store import RedisStore
-
-        o = dict(redis_options or {})
-        store = RedisStore(redis_url, prefix=o.get("prefix", "sjf"),
-                           op_timeout_s=float(o.get("op_timeout_s") or 0.05), retry_s=float(o.get("retry_s") or 5.0))
-    return LengthMemory(store=store, persist_path=env.get(MEMORY_PATH_ENV) or None)
 
 
 def live_memories() -> list[LengthMemory]:

@@ -27,11 +27,11 @@ keeps it. Never raises: unreadable parts give fewer keys.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from sjf_core.config import memory_salt
 from sjf_core.predict._text import _content_text
 
 __all__ = ["RequestKeys", "evidence_keys", "KINDS", "SALT_ENV", "digest"]
@@ -50,8 +50,7 @@ _MAX_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
 def _salt() -> bytes:
-    s = os.environ.get(SALT_ENV)
-    return s.encode("utf-8", "replace") if s else _DEFAULT_SALT
+    return memory_salt() or _DEFAULT_SALT
 
 
 def digest(*parts: str, salt: bytes | None = None) -> bytes:

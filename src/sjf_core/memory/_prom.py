@@ -1,4 +1,4 @@
-"""Prometheus view of the length memory: a collector on the default registry (prometheus-client).
+"""Prometheus view of the length memory: a collector on the default registry (prometheus-client, optional).
 
 =========================================  =======  ================================================
 name                                        type     labels / meaning
@@ -25,8 +25,13 @@ from __future__ import annotations
 import math
 import threading
 
-from prometheus_client import REGISTRY
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from sjf_core.memory._core import live_memories
+
+try:
+    from prometheus_client import REGISTRY
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+except ImportError:  # prometheus-client is the optional ``metrics`` extra: no collector then
+    REGISTRY = None
 
 __all__ = ["MemoryCollector", "ensure_collector"]
 
@@ -38,8 +43,6 @@ class MemoryCollector:
     """Collects the families above from :func:`sjf_core.memory._core.live_memories`."""
 
     def collect(self):
-        from sjf_core.memory._core import live_memories
-
         mems = live_memories()
         pred = CounterMetricFamily("sjf_memory_predictions", "Scorings by the evidence they used",
                                    labels=["evidence"])
@@ -76,8 +79,11 @@ class MemoryCollector:
 
 
 def ensure_collector(registry=None) -> None:
-    """Register one :class:`MemoryCollector` on ``registry`` (default REGISTRY), once. Never raises."""
+    """Register one :class:`MemoryCollector` on ``registry`` (default REGISTRY), once. Never
+    raises; does nothing without prometheus-client."""
     reg = REGISTRY if registry is None else registry
+    if reg is None:
+        return
     with _lock:
         if id(reg) in _installed:
             return

@@ -10,7 +10,7 @@ the two implementations share one definition. Set ``SJF_NO_C_SCAN=1`` to force P
 
 from __future__ import annotations
 
-import os
+from sjf_core.config import native_scan_disabled
 
 __all__ = ["available", "fill"]
 
@@ -28,7 +28,7 @@ _V2_DENSE = (
 
 
 def _configure():
-    if os.environ.get("SJF_NO_C_SCAN"):
+    if native_scan_disabled():
         return None
     try:
         from sjf_core.predict import _scan

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import math
-import os
 import zlib
 from typing import Sequence
 
@@ -31,6 +30,7 @@ import numpy as np
 
 import re
 
+from sjf_core.config import native_scan_disabled
 from sjf_core.predict._features import window
 
 __all__ = ["LEX_BUCKETS", "buckets_of", "fit_lexicon", "Lexicon", "cross_fit_scores"]
@@ -42,7 +42,7 @@ _WORD = re.compile(rb"[a-z0-9_\x80-\xff]+")
 def _c_ext():
     """The optional C accelerator ``sjf_core.predict._lex`` (built by ``pip install``), or None
     (not built, or ``SJF_NO_C_SCAN=1``)."""
-    if os.environ.get("SJF_NO_C_SCAN") == "1":
+    if native_scan_disabled():
         return None
     try:
         from sjf_core.predict import _lex

@@ -1,0 +1,267 @@
+"""Readers of :mod:`sjf_core.config`: the settings file, the ``SJF_*`` env vars, Python values.
+
+Each reader returns ``(raw, where)``: ``raw`` maps a file key (``policy``, ``slots``,
+``backends``...) to its value, ``where`` maps the same key to the setting's name for error
+messages (``SJF_SLOTS``, ``SJF_CONFIG file f.yaml: 'slots'``). :mod:`sjf_core.config`
+turns ``raw`` into a frozen config. Raises ValueError naming the setting; never logs values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from sjf_core.admission._backend_url import normalise
+from sjf_core.policy._tenants import IntentDefaults
+
+AUTO = "auto"
+DISCONNECT_MODES = ("probe", "drain", "release")
+RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
+_OFF = ("off", "0", "false", "no", "none")
+
+#: The file's top-level keys.
+FILE_KEYS = ("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s", "slots", "backends",
+             "on_disconnect", "lease_ttl_s", "drain_max_s", "probe_timeout_s", "predictor", "status_port",
+             "scheduler_factory", "disabled", "overload", "rate_limit", "redis_url", "redis", "fairness",
+             "default_priority", "default_deadline_s", "tenants", "show_tenant_names", "memory", "memory_path",
+             "plugins", "metrics", "metrics_port", "metrics_addr", *RETIRED)
+_BACKEND_KEYS = ("slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority", "default_deadline_s")
+
+#: Environment variable -> (file key, parser).
+ENV = {
+    "SJF_POLICY": ("policy", str), "SJF_TAU": ("tau", str), "SJF_PROMOTION": ("promotion", str),
+    "SJF_K": ("k", int), "SJF_SLOWDOWN": ("slowdown", float), "SJF_WORK_SLACK": ("work_slack", float),
+    "SJF_MAX_WAIT_S": ("max_wait_s", float), "SJF_SLOTS": ("slots", str),
+    "SJF_ON_DISCONNECT": ("on_disconnect", lambda v: v.lower()), "SJF_LEASE_TTL_S": ("lease_ttl_s", float),
+    "SJF_DRAIN_MAX_S": ("drain_max_s", float), "SJF_PROBE_TIMEOUT_S": ("probe_timeout_s", float),
+    "SJF_OVERLOAD": ("overload", json.loads), "SJF_RATE_LIMIT": ("rate_limit", str),
+    "SJF_PREDICTOR": ("predictor", str), "SJF_STATUS_PORT": ("status_port", int),
+    "SJF_SCHEDULER_FACTORY": ("scheduler_factory", str), "SJF_DISABLED": ("disabled", str),
+    "SJF_REDIS_URL": ("redis_url", str), "SJF_FAIRNESS": ("fairness", str),
+    "SJF_DEFAULT_PRIORITY": ("default_priority", str), "SJF_DEFAULT_DEADLINE_S": ("default_deadline_s", str),
+    "SJF_MEMORY": ("memory", str), "SJF_MEMORY_PATH": ("memory_path", str), "SJF_PLUGINS": ("plugins", str),
+    "SJF_METRICS": ("metrics", str), "SJF_METRICS_PORT": ("metrics_port", str),
+    "SJF_METRICS_ADDR": ("metrics_addr", str),
+}
+#: ``SJF_REDIS_*`` -> (Redis store option, parser); each beats the file's ``redis`` map.
+REDIS_ENV = {
+    "SJF_REDIS_FAIL_MODE": ("fail_mode", str), "SJF_REDIS_LEASE_TTL_S": ("redis_lease_ttl_s", float),
+    "SJF_REDIS_WAITER_TTL_S": ("waiter_ttl_s", float), "SJF_REDIS_PREFIX": ("prefix", str),
+    "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float), "SJF_REDIS_RETRY_S": ("retry_s", float),
+}
+RETIRED_ENV = ("SJF_ORPHAN_HOLD_MAX_S", "SJF_ORPHAN_GRACE_S")
+
+
+class Where:
+    """Names settings in error messages and wraps their parsing."""
+
+    def __init__(self, names: Mapping[str, str]):
+        self.names = names
+
+    def __call__(self, key: str) -> str:
+        return self.names.get(key, key)
+
+    def among(self, *keys: str) -> str:
+        """The names of those of ``keys`` that were set (for a check that spans several)."""
+        named = [self.names[k] for k in keys if k in self.names]
+        files = {n.split(": ", 1)[0] for n in named if n.startswith("SJF_CONFIG file ")}
+        if len(files) == 1 and all(n.startswith("SJF_CONFIG file ") for n in named):  # one file: name it once
+            return f"{files.pop()}: " + " / ".join(n.split(": ", 1)[1] for n in named)
+        return " / ".join(dict.fromkeys(named)) or " / ".join(keys)
+
+    def check(self, key: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"bad SJF setting {self(key)}: {exc}") from None
+
+    def conv(self, key: str, value: Any, conv: Callable) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"bad SJF setting {self(key)}: {value!r} is not a {conv.__name__}")
+        return self.check(key, lambda: conv(value))
+
+    def positive(self, key: str, value: Any) -> float:
+        v = self.conv(key, value, float)
+        if not v > 0:
+            raise ValueError(f"bad SJF setting {self(key)}: must be > 0, got {value!r}")
+        return v
+
+    def port(self, key: str, value: Any) -> int:
+        n = self.conv(key, value, int)
+        if not 0 <= n <= 65535:
+            raise ValueError(f"bad SJF setting {self(key)}: a TCP port is 0..65535, got {value!r}")
+        return n
+
+
+def slots_value(v: Any, what: str) -> Any:
+    """``"auto"`` or an int >= 1; raises ValueError naming ``what``."""
+    if isinstance(v, str) and v.strip().lower() == AUTO:
+        return AUTO
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be an integer >= 1 or 'auto', got {v!r}") from None
+    if n < 1 or isinstance(v, bool):
+        raise ValueError(f"{what} must be >= 1 or 'auto', got {v!r}")
+    return n
+
+
+def on_off(v: Any) -> bool:
+    return v is not False and str(v).strip().lower() not in _OFF
+
+
+def _bool(v: Any) -> bool:
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+# ---- the three sources ---------------------------------------------------------------------
+def read_file(path: str) -> tuple[dict, dict]:
+    """Read a YAML (or ``.json``) settings file. Raises ValueError naming the file and the key."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ValueError(f"SJF_CONFIG file {path} cannot be read: {exc.strerror}") from None
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml  # optional (pyyaml): only YAML settings files need it
+
+            data = yaml.safe_load(text)
+    except Exception as exc:
+        raise ValueError(f"SJF_CONFIG file {path} cannot be parsed: {type(exc).__name__}") from None
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ValueError(f"SJF_CONFIG file {path} must hold a mapping")
+    unknown = set(data) - set(FILE_KEYS)
+    if unknown:
+        raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(FILE_KEYS)}")
+    where = {k: f"SJF_CONFIG file {path}: '{k}'" for k in data}
+    raw = {k: v for k, v in data.items() if k not in RETIRED and k not in ("backends", "tenants", "redis")}
+    raw["retired"] = [k for k in RETIRED if k in data]
+    for key in ("disabled", "show_tenant_names"):
+        if key in raw:
+            raw[key] = _bool(raw[key])
+    if raw.get("fairness") is False:
+        raw["fairness"] = "off"
+    if data.get("redis") is not None:
+        if not isinstance(data["redis"], dict):
+            raise ValueError("SJF_CONFIG: 'redis' must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
+        raw["redis"] = dict(data["redis"])
+    tenants = data.get("tenants") or {}
+    if not isinstance(tenants, dict) or not all(isinstance(v, dict) for v in tenants.values()):
+        raise ValueError("SJF_CONFIG: 'tenants' must map NAME -> {weight, default_priority, default_deadline_s}")
+    for name, t in tenants.items():
+        extra = set(t) - {"weight", "default_priority", "default_deadline_s"}
+        if extra:
+            raise ValueError(f"SJF_CONFIG: tenant {name}: unknown keys {sorted(extra)}")
+    raw["tenants"] = {str(k): dict(v) for k, v in tenants.items()}
+    backends = data.get("backends") or {}
+    if not isinstance(backends, dict):
+        raise ValueError("SJF_CONFIG: 'backends' must map URL -> {slots, on_disconnect, queue, ...}")
+    queues = {}
+    for url, opts in backends.items():
+        if not isinstance(opts, dict):
+            raise ValueError(f"SJF_CONFIG: backend {url} must map to {{slots, on_disconnect, queue, ...}}")
+        extra = set(opts) - set(_BACKEND_KEYS)
+        if extra:
+            raise ValueError(f"SJF_CONFIG: backend {url}: unknown keys {sorted(extra)}")
+        if opts.get("queue") is not None:
+            if not isinstance(opts["queue"], str) or not opts["queue"].strip():
+                raise ValueError(f"SJF_CONFIG: backend {url}: 'queue' must be a non-empty name")
+            queues[normalise(url)] = opts["queue"].strip()
+    raw["queues"] = queues
+    raw["backends"] = {url: {k: v for k, v in opts.items() if k != "queue"} for url, opts in backends.items()}
+    return raw, where
+
+
+def apply_env(raw: dict, where: dict, env: Mapping[str, str]) -> None:
+    """Lay the ``SJF_*`` variables of ``env`` over ``raw`` (empty ones are unset). Raises ValueError."""
+    def get(name: str) -> str | None:
+        v = env.get(name)
+        return None if v is None or str(v).strip() == "" else str(v).strip()
+
+    for var, (key, parse) in ENV.items():
+        v = get(var)
+        if v is None:
+            continue
+        try:
+            raw[key] = parse(v)
+        except ValueError as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{v!r} is not a valid {key}"
+            raise ValueError(f"bad SJF_* environment setting: {var}: {msg}") from None
+        where[key] = var
+    for key in ("disabled", "show_tenant_names"):
+        if where.get(key, "").startswith("SJF_") and isinstance(raw.get(key), str):
+            raw[key] = _bool(raw[key])
+    if get("SJF_BACKEND_SLOTS"):
+        raw["backend_slots_env"] = parse_backend_slots(get("SJF_BACKEND_SLOTS"))
+    redis = dict(raw.get("redis") or {})
+    for var, (name, parse) in REDIS_ENV.items():
+        v = get(var)
+        if v is not None:
+            try:
+                redis[name] = parse(v)
+            except ValueError:
+                raise ValueError(f"bad SJF_* environment setting: {var}={v!r} is not a valid "
+                                 f"{parse.__name__}") from None
+            where["redis"] = var if where.get("redis", "").startswith("SJF_CONFIG") or "redis" not in where \
+                else f"{where['redis']} / {var}"
+    if redis:
+        raw["redis"] = redis
+    raw["retired"] = list(raw.get("retired") or []) + [v for v in RETIRED_ENV if get(v)]
+
+
+def parse_backend_slots(text: str) -> dict:
+    """``SJF_BACKEND_SLOTS``: JSON ``{"URL": N}`` or ``URL=N,URL=N`` -> {normalised URL: N or "auto"}."""
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"SJF_BACKEND_SLOTS is not valid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise ValueError("SJF_BACKEND_SLOTS must be a JSON object {URL: slots}")
+        return {normalise(k): slots_value(v, f"SJF_BACKEND_SLOTS[{k}]") for k, v in obj.items()}
+    out = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        url, sep, n = item.strip().rpartition("=")
+        if not sep or not url:
+            raise ValueError(f"SJF_BACKEND_SLOTS item {item!r} is not URL=N")
+        out[normalise(url)] = slots_value(n, f"SJF_BACKEND_SLOTS item {item!r}")
+    return out
+
+
+def from_values(values: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Python values (file-key names, or the per-backend maps of the old Scheduler arguments)."""
+    v = dict(values)
+    raw: dict[str, Any] = {}
+    backends: dict[str, dict] = {}
+    for name, field in (("backend_slots", "slots"), ("backend_overload", "overload"),
+                        ("backend_rate_limits", "rate_limit"), ("backend_on_disconnect", "on_disconnect")):
+        for url, x in (v.pop(name, None) or {}).items():
+            backends.setdefault(url, {})[field] = x
+    for url, opts in (v.pop("backends", None) or {}).items():
+        backends.setdefault(url, {}).update(opts)
+    if backends:
+        raw["backends"] = backends
+    if "redis_options" in v:
+        raw["redis"] = dict(v.pop("redis_options") or {})
+    if "redis" in v:
+        raw["redis"] = dict(v.pop("redis") or {})
+    if v.get("redis_url") is False:
+        v["redis_url"] = None
+    d = v.pop("defaults", None)
+    if isinstance(d, IntentDefaults):
+        raw["intent_defaults"] = d
+    elif d:
+        raw["default_priority"], raw["default_deadline_s"] = d.get("priority"), d.get("deadline_s")
+    known = set(FILE_KEYS) | {"policy_options", "queues", "retired", "intent_defaults"}
+    unknown = set(v) - known
+    if unknown:
+        raise TypeError(f"unknown scheduler settings {sorted(unknown)}")
+    raw.update(v)
+    return raw, {}
