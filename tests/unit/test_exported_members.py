@@ -79,3 +79,17 @@ def test_public_names_are_exactly_all(name):
     assert sorted(public) == sorted(pkg.__all__), (
         f"{name}: public but not in __all__: {sorted(public - set(pkg.__all__))}; "
         f"in __all__ but not listed by dir(): {sorted(set(pkg.__all__) - public)}")
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_importing_every_module_changes_no_exported_name(name):
+    """Importing a submodule binds its name on the package: a module named like an exported
+    function (``litellm_sjf.status``) would replace that function once anything imports it."""
+    import pkgutil
+
+    pkg = importlib.import_module(name)
+    before = {member: getattr(pkg, member) for member in pkg.__all__}
+    for info in pkgutil.walk_packages(pkg.__path__, name + "."):
+        importlib.import_module(info.name)
+    changed = [member for member in pkg.__all__ if getattr(pkg, member) is not before[member]]
+    assert not changed, f"{name}: importing its modules rebinds the exported {changed}"
