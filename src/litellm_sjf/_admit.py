@@ -3,7 +3,7 @@
 * :meth:`Admission.remember(data, call_type, user) <Admission.remember>` — pre-call hook:
   scores the prompt (one predictor call), records a :class:`~litellm_sjf._calls.Call`
   under ``data["litellm_call_id"]``; never waits. It removes LiteLLM's ``priority`` from
-  ``data`` (ours, :func:`litellm_sjf.tenancy.consume_intent`) and changes nothing else.
+  ``data`` (ours, :func:`litellm_sjf._tenancy.consume_intent`) and changes nothing else.
   Call types we do not schedule and shapes without a call id pass through (counted).
 * :meth:`Admission.admit(kwargs, call_type) <Admission.admit>` — deployment hook: takes a
   ticket on the chosen deployment's backend queue (normalised ``api_base``, or the named
@@ -14,8 +14,8 @@
 
 A retry of the same call on the same backend keeps its slot; a re-run on another backend
 (fallback) hands the old slot back first. A request LiteLLM is certain to reject after
-routing (:mod:`litellm_sjf.validate`) takes no ticket. ``slots: auto`` asks the backend
-once, before its queue is made (:func:`litellm_sjf.deployment.backend_slots`).
+routing (:mod:`litellm_sjf._validate`) takes no ticket. ``slots: auto`` asks the backend
+once, before its queue is made (:func:`litellm_sjf._deployment.backend_slots`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from sjf_core._scheduler import backend_key
 from ._calls import Call, CallRegistry
 from ._fail_open import fail_open
 from ._stats import HandlerStats
-from .deployment import backend_slots, probe_target
+from ._deployment import backend_slots, probe_target
 from .settings import AUTO
-from .tenancy import consume_intent, identity
-from .validate import rejected_reason
+from ._tenancy import consume_intent, identity
+from ._validate import rejected_reason
 
 log = logging.getLogger("litellm_sjf")
 

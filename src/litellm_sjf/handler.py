@@ -19,7 +19,7 @@ delegates at once:
 * ``async_post_call_failure_deployment_hook``, ``async_post_call_failure_hook``,
   ``async_log_success_event``, ``async_log_failure_event`` → :mod:`litellm_sjf._orphans`;
 * every body under :func:`litellm_sjf._fail_open.fail_open`; counters in
-  :class:`litellm_sjf._stats.HandlerStats`; status in :mod:`litellm_sjf.status`.
+  :class:`litellm_sjf._stats.HandlerStats`; status in :mod:`litellm_sjf._status`.
 
 The request's path in full: ``docs/litellm.md``.
 """
@@ -40,8 +40,8 @@ from ._orphans import OrphanPolicy
 from ._stats import HandlerStats, TokenRates
 from ._stream_pump import StreamPump, backend_answered, passthrough, refusal_http_error
 from .settings import PluginSettings, load_settings
-from .startup import run_startup_checks
-from .status import handler_status, start_status_server
+from ._startup import run_startup_checks
+from ._status import handler_status, start_status_server
 
 __all__ = ["SJFHandler", "ENDPOINTS"]
 
@@ -168,5 +168,5 @@ class SJFHandler(CustomLogger):
     # ---- introspection ------------------------------------------------------------------
     def status(self) -> dict:
         """Read-only state: per-backend queues and the plugin's counters (no prompt text);
-        the shape: :func:`litellm_sjf.status.handler_status`."""
+        the shape: :func:`litellm_sjf._status.handler_status`."""
         return handler_status(self._sched.peek(), self._calls, self.stats, self.rates, self.settings)

@@ -376,7 +376,7 @@ async def test_a_backend_error_frees_the_slot_from_the_request_path(bt):
 # ---- start-up checks (pure) ---------------------------------------------------------------------
 def test_startup_warnings():
     from litellm_sjf.settings import PluginSettings
-    from litellm_sjf.startup import config_warnings
+    from litellm_sjf._startup import config_warnings
 
     s = PluginSettings(backend_on_disconnect={"http://127.0.0.1:11434/v1": "drain"}).validate()
     cfg = {"model_list": [

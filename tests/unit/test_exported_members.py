@@ -84,7 +84,7 @@ def test_public_names_are_exactly_all(name):
 @pytest.mark.parametrize("name", PACKAGES)
 def test_importing_every_module_changes_no_exported_name(name):
     """Importing a submodule binds its name on the package: a module named like an exported
-    function (``litellm_sjf.status``) would replace that function once anything imports it."""
+    function (a ``status.py`` beside ``status()``) would replace that function once anything imports it."""
     import pkgutil
 
     pkg = importlib.import_module(name)

@@ -3,7 +3,7 @@
 A plugin is any object (a module, a class instance) whose functions are marked with
 :data:`hookimpl` and named after the specs of :class:`SJFHookSpec`::
 
-    from sjf_core.ext._hooks import hookimpl
+    from sjf_core import hookimpl
 
     @hookimpl
     def sjf_predict(text):

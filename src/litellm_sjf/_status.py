@@ -21,9 +21,9 @@ from typing import Any
 
 from sjf_core.admission._probe import probe_stats
 
-from .tenancy import tenant_status
+from ._tenancy import tenant_status
 
-log = logging.getLogger("litellm_sjf.status")
+log = logging.getLogger("litellm_sjf._status")
 
 
 def _promotion_name(policy: Any) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from sjf_core.ext._metrics import backend_label
 
 from ._stream_pump import proxy_config_path
-from .deployment import provider_and_model
+from ._deployment import provider_and_model
 
 log = logging.getLogger("litellm_sjf")
 
