@@ -25,6 +25,15 @@ Keys are random P(Long) values.
 Usage::
 
     .venv/bin/python benchmarks/queue_ops.py [--sizes 1000,10000,100000] [--ops 20000] [--json out.json]
+    .venv/bin/python benchmarks/queue_ops.py --before /work/baseline/src   # before/after, one run
+
+``--before SRC`` compares another source tree (e.g. the code before a change; the old
+module names ``sjf_core.admission`` etc. are understood) with this one: for each size and
+repeat it runs the ``admission`` and ``handoff`` levels once per tree, alternating, each in
+a fresh subprocess (``PYTHONPATH=SRC`` vs this tree's ``src``), and prints per size the
+live queue's own cost (admission minus the asyncio floor), before and after. It times
+chunks in this thread's CPU time (``--timer cpu``), so that the other jobs of a shared
+machine do not count; ``--timer wall`` for the wall clock.
 
 Prints µs/op per size (the median of 250-operation chunks, best of ``--repeat`` runs:
 the machine is shared, and a chunk in which another process took the CPU is an outlier)
@@ -43,10 +52,20 @@ import random
 import sys
 import time
 
-from sjf_core.admission._local import AdmissionQueue, QueueEvents
-from sjf_core.policy._entry import Entry
-from sjf_core.policy._policies import POLICIES, make_policy
-from sjf_core.predict._prediction import Prediction
+import os
+import subprocess
+import tempfile
+
+try:
+    from sjf_core.admission._local import AdmissionQueue, QueueEvents
+    from sjf_core.policy._entry import Entry
+    from sjf_core.policy._policies import POLICIES, make_policy
+    from sjf_core.predict._prediction import Prediction
+except ImportError:  # the code before the redesign (--before): its old module names
+    from sjf_core.admission import AdmissionQueue, QueueEvents
+    from sjf_core.entry import Entry
+    from sjf_core.policies import POLICIES, make_policy
+    from sjf_core.prediction import Prediction
 
 
 def _prediction(rng: random.Random) -> Prediction:
@@ -54,6 +73,11 @@ def _prediction(rng: random.Random) -> Prediction:
     ps = (1 - pl) * rng.random()
     return Prediction.from_probs([ps, 1 - pl - ps, pl])
 
+
+#: The timer of every chunk: wall clock (``time.perf_counter``) or, with ``--timer cpu``, this
+#: thread's CPU time (``time.thread_time``: time other processes of a shared machine take
+#: the CPU away is not counted; everything here runs in one thread).
+_clock = time.perf_counter
 
 #: Operations per timed chunk. The machine is shared: each run reports the median chunk,
 #: which ignores chunks in which another process took the CPU.
@@ -106,7 +130,7 @@ def bench_pending(policy_name: str, n: int, ops: int, seed: int = 0, promotion: 
     gc.disable()
     chunks = []
     try:
-        t0 = time.perf_counter()
+        t0 = _clock()
         for i, (e, s) in enumerate(zip(fresh, services), 1):
             now += s  # the running request finishes after its service time
             pend.observe(running, s)
@@ -114,7 +138,7 @@ def bench_pending(policy_name: str, n: int, ops: int, seed: int = 0, promotion: 
             pend.push(e)
             running = pend.pop(now)
             if i % CHUNK == 0:
-                t1 = time.perf_counter()
+                t1 = _clock()
                 chunks.append(t1 - t0)
                 t0 = t1
     finally:
@@ -153,7 +177,7 @@ async def _bench_admission(policy_name: str, n: int, ops: int, seed: int, promot
     gc.disable()
     chunks = []
     try:
-        t0 = time.perf_counter()
+        t0 = _clock()
         for i, (p, s) in enumerate(zip(preds, services), 1):
             clock.now += s  # the running request finishes after its service time
             t = q.ticket(p)
@@ -161,7 +185,7 @@ async def _bench_admission(policy_name: str, n: int, ops: int, seed: int, promot
             await asyncio.sleep(0)  # the new task enqueues; the last dispatched one wakes
             holder.running.release()  # dispatch the next waiter
             if i % CHUNK == 0:
-                t1 = time.perf_counter()
+                t1 = _clock()
                 chunks.append(t1 - t0)
                 t0 = t1
         await asyncio.sleep(0)
@@ -190,7 +214,7 @@ async def _bench_handoff(n: int, ops: int) -> float:
     gc.disable()
     chunks = []
     try:
-        t0 = time.perf_counter()
+        t0 = _clock()
         for i in range(1, ops + 1):
             f = loop.create_future()
             futs.append(f)
@@ -198,7 +222,7 @@ async def _bench_handoff(n: int, ops: int) -> float:
             await asyncio.sleep(0)
             futs.popleft().set_result(True)
             if i % CHUNK == 0:
-                t1 = time.perf_counter()
+                t1 = _clock()
                 chunks.append(t1 - t0)
                 t0 = t1
         await asyncio.sleep(0)
@@ -241,8 +265,19 @@ def main(argv=None) -> int:
                     help="pending, admission, handoff (the bare asyncio floor; default all three)")
     ap.add_argument("--repeat", type=int, default=3, help="repeats per cell; the fastest is reported (default 3)")
     ap.add_argument("--json", default=None, help="write results as JSON here")
+    ap.add_argument("--timer", choices=("wall", "cpu"), default=None,
+                    help="chunk timer: wall clock, or this thread's CPU time (default: wall; cpu with --before)")
+    ap.add_argument("--seed", type=int, default=0, help="first random seed (repeat r uses seed + r)")
+    ap.add_argument("--before", default=None, metavar="SRC",
+                    help="source tree to compare with this one (e.g. /work/baseline/src): before/after table")
     args = ap.parse_args(argv)
+    global _clock
+    timer = args.timer or ("cpu" if args.before else "wall")
+    _clock = time.thread_time if timer == "cpu" else time.perf_counter
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.before:
+        return compare(args.before, sizes, args.ops, args.repeat, (args.policies or "sjf").split(",")[0],
+                       args.promotions.split(",")[0].strip(), args.json, timer)
     pols = args.policies.split(",") if args.policies else [p for p in ("sjf", "fair") if p in POLICIES]
     promos = [p.strip() for p in args.promotions.split(",") if p.strip()]
     levels = {"pending": bench_pending, "admission": bench_admission, "handoff": bench_handoff}
@@ -254,7 +289,7 @@ def main(argv=None) -> int:
                 base = None
                 for n in sizes:
                     # best of `repeat`: the machine is shared; the minimum is the least disturbed run
-                    us = min(fn(pol, n, args.ops, seed=r, promotion=promo) for r in range(args.repeat))
+                    us = min(fn(pol, n, args.ops, seed=args.seed + r, promotion=promo) for r in range(args.repeat))
                     base = us if base is None else base
                     eff = promo if promo != "default" else f"default={getattr(_policy(pol, None), 'promotion', '?')}"
                     rows.append({"level": level, "policy": pol, "promotion": eff, "waiters": n, "us_per_op": us,
@@ -271,6 +306,70 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"ops": args.ops, "repeat": args.repeat, "rows": rows}, f, indent=1)
+    return 0
+
+
+#: This tree's sources (the "after" side of --before).
+HERE_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def _one_cell(src: str, n: int, ops: int, seed: int, policy: str, promotion: str, timer: str) -> dict:
+    """Run admission + handoff at ``n`` waiters once, in a subprocess on the sources ``src``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        env = dict(os.environ, PYTHONPATH=src)
+        cmd = [sys.executable, os.path.abspath(__file__), "--levels", "admission,handoff,pending",
+               "--sizes", str(n), "--ops", str(ops), "--repeat", "1", "--policies", policy, "--promotions", promotion,
+               "--seed", str(seed), "--timer", timer, "--json", out]
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            rows = json.load(f)["rows"]
+    got = {r["level"]: r["us_per_op"] for r in rows}
+    return {"admission": got["admission"], "handoff": got["handoff"], "pending": got["pending"],
+            "promotion": rows[0]["promotion"]}
+
+
+def compare(before_src: str, sizes: list[int], ops: int, repeat: int, policy: str, promotion: str,
+            json_out: str | None, timer: str = "cpu") -> int:
+    """Before/after table of the live queue's own cost (admission − handoff), µs per request."""
+    trees = {"before": os.path.abspath(before_src), "after": HERE_SRC}
+    print(f"live queue cost above the asyncio floor, µs per request (policy {policy}, promotion {promotion}, "
+          f"{ops} ops, best of {repeat}, {timer} time; before = {trees['before']}, after = {trees['after']})",
+          flush=True)
+    print("cost = admission − floor (handoff); of it, 'pend' is the pure pending structure alone "
+          "(push + pop + observe, no tasks) and 'rest' = cost − pend (ticket, future, listeners, lease)", flush=True)
+    print(f"{'waiters':>8} | {'before: admission':>17} {'floor':>6} {'cost':>6} {'pend':>6} {'rest':>6} | "
+          f"{'after: admission':>16} {'floor':>6} {'cost':>6} {'pend':>6} {'rest':>6} | {'cost after/before':>17}",
+          flush=True)
+    rows = []
+    for n in sizes:
+        best: dict[str, dict] = {}
+        for r in range(repeat):
+            for side, src in (trees.items() if r % 2 == 0 else reversed(list(trees.items()))):
+                cell = _one_cell(src, n, ops, r, policy, promotion, timer)
+                # the least disturbed runs: the smallest admission and the smallest floor time
+                if side not in best:
+                    best[side] = cell
+                else:
+                    best[side]["admission"] = min(best[side]["admission"], cell["admission"])
+                    best[side]["handoff"] = min(best[side]["handoff"], cell["handoff"])
+                    best[side]["pending"] = min(best[side]["pending"], cell["pending"])
+        for cell in best.values():
+            cell["cost"] = cell["admission"] - cell["handoff"]
+        b, a = best["before"], best["after"]
+        rows.append({"waiters": n, "before": b, "after": a})
+        if b["promotion"] != a["promotion"]:
+            print(f"note: the trees' default promotions differ: before {b['promotion']}, after {a['promotion']}")
+        print(f"{n:>8} | {b['admission']:>17.2f} {b['handoff']:>6.2f} {b['cost']:>6.2f} {b['pending']:>6.2f} "
+              f"{b['cost'] - b['pending']:>6.2f} | {a['admission']:>16.2f} {a['handoff']:>6.2f} {a['cost']:>6.2f} "
+              f"{a['pending']:>6.2f} {a['cost'] - a['pending']:>6.2f} | {a['cost'] / b['cost']:>17.2f}", flush=True)
+    big = rows[-1]
+    print(f"after at {big['waiters']} waiters: {big['after']['cost']:.2f} µs/request above the floor "
+          f"(target ≤ 20); growth {big['after']['cost'] / rows[0]['after']['cost']:.2f}× vs {rows[0]['waiters']}")
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"ops": ops, "repeat": repeat, "policy": policy, "promotion": promotion, "timer": timer,
+                       "rows": rows}, f, indent=1)
     return 0
 
 

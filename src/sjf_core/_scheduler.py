@@ -318,11 +318,7 @@ class Scheduler:
                 lazy.handle, lazy.scored = handle_of(prediction), True
             return prediction, self.meta(backend, body, headers, api_key)
 
-        if isinstance(q, AdmissionQueue) and q.overload is None and q.rate_limit is None:
-            t = q.ticket(None, None, arrival, scorer=score)
-        else:
-            prediction, meta = score()
-            t = q.ticket(prediction, meta, arrival)
+        t = q.ticket(None, None, arrival, scorer=score)  # a store that needs the class at the door scores at once
         if lazy is not None:
             t.entry.evidence = lazy
         return t

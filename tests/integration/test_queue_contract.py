@@ -170,3 +170,34 @@ async def test_async_with_releases_on_exit_and_on_error(make_queue):
     assert u.state == TicketState.RELEASED
     await wait_until(lambda: q.in_flight == 0)
     assert q.stats.released == 2
+
+
+async def test_both_stores_are_the_contract_and_score_when_they_must(make_queue):
+    from sjf_core.admission._base import AdmissionQueue as Contract
+
+    q = make_queue()
+    assert isinstance(q, Contract) and q.store in ("local", "redis")
+    calls = []
+    long_pred = Prediction.from_probs([0.0, 0.0, 1.0])
+
+    def scorer():
+        calls.append(1)
+        return long_pred, None
+
+    t = q.ticket(None, None, None, scorer=scorer)
+    if q.store == "redis":  # the store needs the class at the door: scored at once
+        assert calls == [1] and t.entry.scored and t.entry.klass == 2 and not t.entry.fallback
+    else:  # scored only when an order is to be decided; alone and idle it never is
+        assert calls == [] and not t.entry.scored
+    await t.acquire()
+    assert t.running
+    await t.arelease()
+    assert len(calls) == (1 if q.store == "redis" else 0)
+
+
+async def test_local_store_with_a_door_scores_at_once():
+    q = AdmissionQueue(slots=1, overload={"max_queue_depth": 10})
+    t = q.ticket(None, None, None, scorer=lambda: (Prediction.from_probs([0.0, 0.0, 1.0]), None))
+    assert t.entry.scored and t.entry.klass == 2  # overload control needs the class before the queue
+    await t.acquire()
+    assert t.release() is True

@@ -149,7 +149,7 @@ async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
     for i, (p, meta, age) in enumerate(work):
         t = queue.ticket(p, meta, arrival=base - age)
         tasks.append(loop.create_task(job(i, t)))
-        await wait_until(lambda: t.state == "queued" and (getattr(t, "rid", None) is not None or not hasattr(t, "rid")))
+        await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.grant is not None and t.grant.rid is not None)))
     await asyncio.sleep(hold_s)
     if hasattr(blocker, "arelease"):
         await blocker.arelease(10)
@@ -201,7 +201,7 @@ async def interleaved_order(queue, groups) -> list[int]:
             t = queue.ticket(p, meta)
             tasks.append(loop.create_task(job(n, t)))
             n += 1
-            await wait_until(lambda: t.state == "queued" and (getattr(t, "rid", None) is not None or not hasattr(t, "rid")))
+            await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.grant is not None and t.grant.rid is not None)))
         if g == 0:
             if hasattr(blocker, "arelease"):
                 await blocker.arelease(300)
@@ -312,10 +312,10 @@ async def test_stale_holder_cannot_release_a_newer_lease(stores):
     a = q.ticket(pred(0.1))
     await a.acquire()
     ls = q._state()
-    ls.held.pop(a.fence)  # A's process stalls: its lease is no longer renewed
+    ls.held.pop(a.grant.fence)  # A's process stalls: its lease is no longer renewed
     b = q.ticket(pred(0.1))
     await asyncio.wait_for(b.acquire(), 20)  # granted after A's lease expired
-    assert b.fence != a.fence and int(b.fence) > int(a.fence)
+    assert b.grant.fence != a.grant.fence and int(b.grant.fence) > int(a.grant.fence)
     c = q.ticket(pred(0.1))
     c_task = asyncio.create_task(c.acquire())
     await wait_until(snap_is(q, waiting=1))  # C waits in Redis
@@ -368,13 +368,13 @@ async def test_cancel_and_timeout_leave_the_queue(stores):
         await t1.acquire(timeout=0.2)
     t2 = q.ticket(pred(0.1))
     task = asyncio.create_task(t2.acquire())
-    await wait_until(lambda: t2.rid is not None)
+    await wait_until(lambda: (t2.grant and t2.grant.rid) is not None)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     t3 = q.ticket(pred(0.9))
     task3 = asyncio.create_task(t3.acquire())
-    await wait_until(lambda: t3.rid is not None)
+    await wait_until(lambda: (t3.grant and t3.grant.rid) is not None)
     assert t3.release() is False  # release while queued withdraws it
     with pytest.raises(asyncio.CancelledError):
         await task3
@@ -383,7 +383,7 @@ async def test_cancel_and_timeout_leave_the_queue(stores):
     assert {t1.state, t2.state, t3.state} == {"cancelled"}
     late = q.ticket(pred(0.5))
     late_task = asyncio.create_task(late.acquire())
-    await wait_until(lambda: late.rid is not None)
+    await wait_until(lambda: (late.grant and late.grant.rid) is not None)
     await hold.arelease()
     await asyncio.wait_for(late_task, 5)  # the cancelled ones were skipped
     await late.arelease()
@@ -397,7 +397,7 @@ async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
         await hold.acquire()
         w = q.ticket(pred(0.1))
         task = asyncio.create_task(w.acquire())
-        await wait_until(lambda: w.rid is not None)
+        await wait_until(lambda: (w.grant and w.grant.rid) is not None)
         # the grant (release → dispatch to w) and w's cancellation race in varying order
         hold.release()
         for _ in range(i % 4):
@@ -742,13 +742,13 @@ async def test_supersede_across_processes_in_redis(stores):
         t = qs[i % 2].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
         tickets.append(t)
         tasks.append(asyncio.create_task(t.acquire()))
-        await wait_until(lambda: t.rid is not None)
+        await wait_until(lambda: (t.grant and t.grant.rid) is not None)
         if i:
             with pytest.raises(Superseded):
                 await asyncio.wait_for(tasks[i - 1], 10)  # told at once, while the slot is held
     other = qs[1].ticket(pred(0.1), RequestMeta(tenant="someone-else", supersede="buf"))
     other_task = asyncio.create_task(other.acquire())
-    await wait_until(lambda: other.rid is not None)
+    await wait_until(lambda: (other.grant and other.grant.rid) is not None)
     snap = await qs[0].snapshot()
     assert snap["waiting"] == 2 and snap["in_flight"] == 1 and running.state == "running"
     await running.arelease(5)

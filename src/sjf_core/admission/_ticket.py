@@ -1,21 +1,33 @@
-"""Ticket states and the questions adapters ask of a ticket.
+"""One ticket lifecycle, for every store: states, exactly-once release, expiry, loop hop.
 
 :class:`TicketState` (a ``str`` enum: a state compares equal to its name, e.g.
 ``TicketState.RUNNING == "running"``) is the lifecycle of one request's admission::
 
     NEW ─▶ QUEUED ─▶ RUNNING ─▶ RELEASED
              │  ╰──▶ CANCELLED | SUPERSEDED
-    NEW ─▶ DEFERRED ─▶ QUEUED | REJECTED | CANCELLED      (overload control)
+    NEW ─▶ DEFERRED ─▶ QUEUED | REJECTED | CANCELLED      (local overload control)
     NEW ─▶ REJECTED
 
-Adapters ask :attr:`TicketView.running` (holds a slot: must be released exactly once),
-:attr:`TicketView.waiting` (not yet granted nor refused) and :attr:`TicketView.finished`
-(terminal: nothing to release) instead of comparing state strings.
+:class:`Ticket` is the one implementation; its store
+(:class:`~sjf_core.admission._base.AdmissionQueue`) only grants and frees slots. Adapters
+ask :attr:`Ticket.running` (holds a slot: release it exactly once), :attr:`Ticket.waiting`
+(not yet granted nor refused) and :attr:`Ticket.finished` (terminal: nothing to release),
+never state strings.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Coroutine
+
+if TYPE_CHECKING:
+    from sjf_core.admission._base import AdmissionQueue
+    from sjf_core.policy._entry import Entry
+
+log = logging.getLogger("sjf_core.admission")
 
 
 class TicketState(enum.StrEnum):
@@ -31,23 +43,56 @@ class TicketState(enum.StrEnum):
     REJECTED = "rejected"
 
 
+NEW, QUEUED, DEFERRED, RUNNING = TicketState.NEW, TicketState.QUEUED, TicketState.DEFERRED, TicketState.RUNNING
+RELEASED = TicketState.RELEASED
 #: States of a ticket that waits: not yet granted a slot nor refused.
-WAITING_STATES = frozenset({TicketState.NEW, TicketState.QUEUED, TicketState.DEFERRED})
+WAITING_STATES = frozenset({NEW, QUEUED, DEFERRED})
+#: Guards the RUNNING → RELEASED step of every ticket (exactly-once release from any thread);
+#: held for a compare-and-set only, never while calling out.
+_STATE_LOCK = threading.Lock()
 #: Terminal states: the ticket holds nothing and never will.
-FINISHED_STATES = frozenset({TicketState.RELEASED, TicketState.CANCELLED, TicketState.SUPERSEDED,
-                             TicketState.REJECTED})
+FINISHED_STATES = frozenset({RELEASED, TicketState.CANCELLED, TicketState.SUPERSEDED, TicketState.REJECTED})
 
 
-class TicketView:
-    """The lifecycle questions, answered from ``self.state`` (a :class:`TicketState`)."""
+class Ticket:
+    """One request's admission on an :class:`~sjf_core.admission._base.AdmissionQueue`:
+    an async context manager holding a slot.
 
-    __slots__ = ()
-    state: TicketState
+    Attributes:
+        queue: the store that made it. entry: its :class:`~sjf_core.policy._entry.Entry`
+        (``entry.payload`` is this ticket). state: a :class:`TicketState`.
+        mode: the Redis store's "redis" (granted by Redis) or "local" (fail-open);
+        None on the local store. grant: the Redis store's per-ticket record, else None.
+        loop: the event loop that owns the ticket (None until ``acquire`` runs).
 
+    Example::
+
+        async with queue.ticket(prediction):
+            await call_backend()
+    """
+
+    # _fut, _lease, _defer_timer, _scorer belong to the local store (a future grants the slot)
+    __slots__ = ("queue", "entry", "state", "mode", "grant", "loop", "_fut", "_lease", "_defer_timer", "_scorer",
+                 "__weakref__")
+
+    def __init__(self, queue: "AdmissionQueue", entry: "Entry"):
+        self.queue = queue
+        self.entry = entry
+        entry.payload = self
+        self.state = NEW
+        self.mode: str | None = None
+        self.grant = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the owning loop, set by the store's grant
+        self._fut: asyncio.Future | None = None
+        self._lease: asyncio.TimerHandle | None = None
+        self._defer_timer: asyncio.TimerHandle | None = None
+        self._scorer = None  # see LocalAdmissionQueue.ticket(scorer=)
+
+    # ---- what adapters ask --------------------------------------------------------------
     @property
     def running(self) -> bool:
         """True while the ticket holds a slot (it must be released exactly once)."""
-        return self.state is TicketState.RUNNING
+        return self.state is RUNNING
 
     @property
     def waiting(self) -> bool:
@@ -58,3 +103,95 @@ class TicketView:
     def finished(self) -> bool:
         """True once the ticket is released, cancelled, superseded or rejected."""
         return self.state in FINISHED_STATES
+
+    @property
+    def wait_s(self) -> float:
+        """Seconds spent queued (NaN until dispatched)."""
+        return self.entry.dispatched_at - self.entry.arrival
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def acquire(self, timeout: float | None = None) -> Coroutine[Any, Any, None]:
+        """Wait for a slot (``await ticket.acquire(timeout)``; the store's wait itself, one
+        coroutine per waiter).
+
+        Args:
+            timeout: seconds to wait at most, or None.
+
+        Raises:
+            asyncio.TimeoutError: the timeout expired while queued, deferred or
+                rate-limited (the ticket left the queue; a granted slot is released).
+            asyncio.CancelledError: the caller was cancelled while waiting (same).
+            sjf_core._errors.AdmissionRejected: refused at the door (overload control,
+                or the Redis store failing closed); ``release`` is then a no-op.
+            sjf_core._errors.Superseded: a newer request with the same supersede key
+                replaced it while it was queued (``release`` is then a no-op).
+            RuntimeError: the ticket was already used (raised when awaited).
+        """
+        return self.queue._grant(self, timeout)
+
+    def _start(self) -> None:
+        """First step of every store's ``_grant``: NEW → QUEUED, once."""
+        if self.state is not NEW:
+            raise RuntimeError(f"ticket already {self.state}")
+        self.state = QUEUED
+
+    def release(self, answer_tokens: int | None = None) -> bool:
+        """Give the slot back (idempotent, thread-safe, never raises).
+
+        Args:
+            answer_tokens: the true answer length when known (from ``usage``), which
+                feeds the τ estimate with the true class.
+
+        Returns:
+            True if this call released a held slot; False if it was already released,
+            or if the ticket was still waiting (it is then withdrawn from the queue).
+        """
+        with _STATE_LOCK:
+            state = self.state
+            if state is RUNNING:
+                self.state = RELEASED
+        if state is RUNNING:
+            self._in_loop(self.queue._finish, self, answer_tokens, False)
+            return True
+        if state is QUEUED or state is DEFERRED:
+            self.queue._withdraw(self)
+        return False
+
+    async def arelease(self, answer_tokens: int | None = None) -> bool:
+        """:meth:`release`, then wait until the store has processed it (or failed)."""
+        done = self.release(answer_tokens)
+        await self.queue._settled(self)
+        return done
+
+    def renew(self) -> None:
+        """Restart the hold limit ``lease_ttl_s`` (call during long streams)."""
+        if self.state is RUNNING:
+            self.queue._renew(self)
+
+    def _expire(self) -> None:
+        """The hold limit ran out: force-release (once; the owner's release then returns False)."""
+        with _STATE_LOCK:
+            if self.state is not RUNNING:
+                return
+            self.state = RELEASED
+        log.warning("admission lease expired on backend %s; slot force-released", self.queue.name)
+        self.queue._finish(self, None, True)
+
+    def _in_loop(self, fn, *args) -> None:
+        """Run ``fn(*args)`` on the loop that owns this ticket (now, if that is this one)."""
+        loop = self.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop or loop.is_closed():
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    async def __aenter__(self) -> "Ticket":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.arelease()

@@ -30,7 +30,7 @@ def class_of_tokens(tokens: float) -> int:
     return LONG
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Entry:
     """A request waiting for (or holding) a slot.
 

@@ -77,6 +77,10 @@ class RequestMeta:
     supersede: str | None = None
 
 
+#: The metadata of a request that sent none (read-only; shared by make_entry).
+_NO_META = RequestMeta()
+
+
 class Policy:
     """Base class. Subclasses define :meth:`key`.
 
@@ -160,7 +164,7 @@ class Policy:
             prediction: the predicted length, or None (unscored).
             meta: request metadata (max_tokens, priority, deadline_s).
         """
-        meta = meta or RequestMeta()
+        meta = meta or _NO_META
         entry = Entry(seq=seq, arrival=float(arrival))
         try:
             entry.priority = int(meta.priority or 0)
