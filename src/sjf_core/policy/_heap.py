@@ -11,6 +11,7 @@ import heapq
 
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._structure import PendingBase
+from sjf_core.policy.promotion._base import compact
 
 
 class HeapPending(PendingBase):
@@ -31,7 +32,9 @@ class HeapPending(PendingBase):
         super().__init__(tau, promotion, k, **kw)
 
     def _push_main(self, entry: Entry) -> None:
-        heapq.heappush(self._heap, (*self.strategy.order_key(entry), entry))
+        h = self._heap
+        compact(h, self._size)  # entries dispatched by a promotion or deadline linger otherwise
+        heapq.heappush(h, (*self.strategy.order_key(entry), entry))
 
     def _pop_main(self, now: float) -> Entry | None:
         h = self._heap

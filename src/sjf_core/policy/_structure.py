@@ -19,7 +19,7 @@ from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
 from sjf_core.policy.promotion import PromotionStrategy, make_promotion, work_tokens
-from sjf_core.policy.promotion._base import PromotionRule, band_top
+from sjf_core.policy.promotion._base import PromotionRule, band_top, compact
 
 
 def _hook(strategy, name: str):
@@ -126,6 +126,7 @@ class PendingBase:
         self._push_main(entry)
         if entry.deadline is not None and math.isfinite(entry.deadline):
             latest = entry.deadline - self.service.expected_s(entry.klass, entry.expected_tokens)
+            compact(self._deadlines, self._size)
             heapq.heappush(self._deadlines, (-p, latest, entry.seq, entry))
         self._size += 1
 

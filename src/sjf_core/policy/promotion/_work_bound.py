@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from sjf_core.policy._entry import Entry
-from sjf_core.policy.promotion._base import PromotionRule, band_top, check
+from sjf_core.policy.promotion._base import PromotionRule, band_top, check, compact
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN
 
 #: Default ``work_slack`` (``sjf simulate --scenario guard``, docs/scheduling.md).
@@ -47,6 +47,7 @@ class WorkBound(PromotionRule):
 
     def on_push(self, entry: Entry) -> None:
         if not math.isinf(self.q.tau.tau_s):
+            compact(self._bounds, len(self.q))  # entries dispatched by policy order linger otherwise
             heapq.heappush(self._bounds, (-entry.priority, self.bound(entry), entry.seq, entry))
         self._waiting += entry.work_tokens
         self._batch += entry.work_tokens
