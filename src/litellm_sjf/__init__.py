@@ -11,8 +11,9 @@ Settings come from ``SJF_*`` environment variables and/or a file named by ``SJF_
 (see :mod:`litellm_sjf.settings` and ``examples/litellm_config.yaml``). How requests
 are held and released: :mod:`litellm_sjf.handler`.
 
-Importing this package builds nothing. :data:`proxy_handler_instance` is made on first
-access (LiteLLM's, when it loads its callbacks at proxy start-up): the settings are read
+Importing this package builds nothing and does not import LiteLLM (nor, through it,
+aiohttp): :class:`SJFHandler` subclasses LiteLLM's ``CustomLogger`` and loads on first
+access. :data:`proxy_handler_instance` is made on first access (LiteLLM's, when it loads its callbacks at proxy start-up): the settings are read
 then (ValueError on bad settings) and :meth:`SJFHandler.start` runs once.
 """
 
@@ -20,15 +21,21 @@ from __future__ import annotations
 
 import threading as _threading
 
-from .handler import SJFHandler
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from .settings import PluginSettings, load_settings
+
+if _TYPE_CHECKING:
+    from .handler import SJFHandler
 
 _lock = _threading.Lock()
 _instance: SJFHandler | None = None
 
 
-def _handler(start: bool) -> SJFHandler:
+def _handler(start: bool) -> "SJFHandler":
     global _instance
+    from .handler import SJFHandler  # LiteLLM is imported here, not by `import litellm_sjf`
+
     with _lock:
         if _instance is None:
             _instance = SJFHandler()
@@ -44,11 +51,15 @@ def __getattr__(name: str):
     #: ``litellm_settings.callbacks`` (it must be an instance), started on first access.
     if name == "proxy_handler_instance":
         return _handler(start=True)
+    if name == "SJFHandler":
+        from .handler import SJFHandler
+
+        return SJFHandler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"proxy_handler_instance"})
+    return sorted(set(globals()) | {"proxy_handler_instance", "SJFHandler"})
 
 
 def status() -> dict:

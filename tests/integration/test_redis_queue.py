@@ -81,8 +81,9 @@ SCENARIOS = [
     # (policy, options); τ in fixed seconds so both stores agree on it exactly
     ("fcfs", {}),
     ("sjf", {"tau": "off"}),
-    # the default promotion ("fcfs-bound"); 20 s Short service seeds keep the bounds ≥ 20 s away
+    # the default promotion ("work-bound") with 20 s Short service seeds
     ("sjf", {"tau": 5.5, "initial_short_service_s": 20.0}),
+    # the previous default ("fcfs-bound"); the seeds keep its bounds >= 20 s away
     ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
     ("sjf", {"tau": 5.5, "promotion": "strict"}),
     ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 3}),
@@ -99,6 +100,9 @@ SCENARIOS = [
     # 1.7 s to spare, so enqueue and drain time on a loaded machine cannot cross it)
     ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
     ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 5.0}),
+    # fcfs-bound keeps max_wait_s when τ is off (its own bound is then infinite)
+    ("sjf", {"tau": "off", "promotion": "fcfs-bound", "max_wait_s": 5.0}),
+    ("sjf", {"tau": "off", "promotion": "strict", "max_wait_s": 5.0}),
 ]
 
 

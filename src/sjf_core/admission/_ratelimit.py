@@ -56,7 +56,16 @@ class RateLimit:
         raise ValueError(f"cannot parse rate limit {value!r}: use a number per second or 'N/s', 'N/min', 'N/h'")
 
     def throttler(self):
-        """A fresh ``asyncio_throttle.Throttler`` for this limit."""
-        from asyncio_throttle import Throttler
+        """A fresh ``asyncio_throttle.Throttler`` for this limit.
+
+        Raises:
+            RuntimeError: asyncio-throttle is not installed (it comes with the ``litellm`` and
+                ``openai`` extras, or ``adapter``).
+        """
+        try:
+            from asyncio_throttle import Throttler
+        except ImportError as exc:
+            raise RuntimeError("a rate limit (SJF_RATE_LIMIT) needs asyncio-throttle: "
+                               "pip install 'clairvoyant-sjf[adapter]'") from exc
 
         return Throttler(rate_limit=int(self.count), period=float(self.period_s), retry_interval=0.005)

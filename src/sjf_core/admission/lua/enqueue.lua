@@ -35,15 +35,17 @@ if AGING then
   score = num(tonumber(key) + SPAN * ((arrival - origin) / ag))
 end
 if FCFSB then
+  local bound = nil
   if tau then
     -- promotion.FCFSBound.bound: arrival + max(τ, (1 + slack) × backlog at arrival)
     local u = backlog(arrival)
     local mbl = stnum('mbl')
     redis.call('HSET', K_ST, 'mbl', num(mbl + 0.02 * (u - mbl)))
-    local bound = arrival + math.max(tau, (1 + SLACK) * u)
-    if MAXWAIT then bound = math.min(bound, arrival + MAXWAIT) end
-    redis.call('ZADD', K_BD .. ':' .. level, fmt(bound), id)
+    bound = arrival + math.max(tau, (1 + SLACK) * u)
   end
+  -- max_wait_s holds without a τ too, as in FCFSBound.on_push (min(bound, arrival + cap))
+  if MAXWAIT then bound = math.min(bound or math.huge, arrival + MAXWAIT) end
+  if bound then redis.call('ZADD', K_BD .. ':' .. level, fmt(bound), id) end
   redis.call('HSET', K_ST, 'wwork', num(stnum('wwork') + tonumber(work)))
 elseif MAXWAIT then
   redis.call('ZADD', K_BD .. ':' .. level, fmt(arrival + MAXWAIT), id)
