@@ -18,8 +18,8 @@ from typing import Protocol
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
-from sjf_core.policy.promotion import PromotionStrategy, make_promotion, work_tokens
-from sjf_core.policy.promotion._base import PromotionRule, band_top, compact
+from sjf_core.policy.promotion import PromotionStrategy, make_promotion
+from sjf_core.policy.promotion._base import REQUEST_OVERHEAD_TOKENS, PromotionRule, band_top, compact
 
 
 def _hook(strategy, name: str):
@@ -117,7 +117,8 @@ class PendingBase:
         entry.removed = False
         entry.promoted = False
         entry.served_at_arrival = self.served_work
-        entry.work_tokens = work_tokens(entry)
+        t = entry.expected_tokens  # work_tokens(entry), inlined (hot path)
+        entry.work_tokens = (t if t > 0 and math.isfinite(t) else 0.0) + REQUEST_OVERHEAD_TOKENS
         self.strategy.on_push(entry)
         p = entry.priority
         self._bands[p] = self._bands.get(p, 0) + 1
@@ -169,7 +170,12 @@ class PendingBase:
         chosen.removed = True
         self.served_work += chosen.work_tokens
         self._size -= 1
-        self._left_band(chosen)
+        p = chosen.priority
+        n = self._bands.get(p, 0) - 1
+        if n > 0:  # self._left_band(chosen), its common case inlined (hot path)
+            self._bands[p] = n
+        else:
+            self._left_band(chosen)
         if self._left_hook is not None:
             self._left_hook(chosen)
         self.strategy.on_pop(chosen, now, by_policy)
