@@ -34,9 +34,10 @@ class _Door:
             # the order matters now: score the newcomer and any request running unscored
             if t._scorer is not None:
                 self._score(t)
-            for r in tuple(self._running):  # at most `slots` tickets
-                if r._scorer is not None:
-                    self._score(r)
+            if self._running:
+                for r in tuple(self._running):  # at most `slots` tickets
+                    if r._scorer is not None:
+                        self._score(r)
         if t.entry.supersede is not None:
             self._supersede_older(t)
         if self.overload is None:

@@ -26,11 +26,12 @@ from sjf_core.admission._door import _Door
 from sjf_core.admission._events import QueueEvents, QueueStats
 from sjf_core.admission._overload import OverloadConfig, OverloadControl
 from sjf_core.admission._ratelimit import RateLimit
-from sjf_core.admission._ticket import DEFERRED, QUEUED, RUNNING, Ticket, TicketState
+from sjf_core.admission._ticket import DEFERRED, NEW, QUEUED, RUNNING, Ticket, TicketState
 from sjf_core.policy._entry import Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, make_policy
 
 log = logging.getLogger("sjf_core.admission._local")
+_get_running_loop = asyncio.get_running_loop
 
 
 class LocalAdmissionQueue(_Door, AdmissionQueue):
@@ -147,7 +148,8 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         return self.overload is not None or self.rate_limit is not None
 
     def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
-        entry = self._make_entry(prediction, meta, arrival)
+        entry = self.policy.make_entry(next(self._seq), self.clock() if arrival is None else float(arrival),
+                                       prediction, meta)
         t = Ticket(self, entry)
         if scorer is not None:
             entry.fallback = False
@@ -161,15 +163,18 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
 
     # ---- the contract: grant, withdraw, finish ----------------------------------------
     async def _grant(self, t: Ticket, timeout: float | None) -> None:
-        t._start()
-        loop = asyncio.get_running_loop()
+        if t.state is not NEW:  # Ticket._start, inlined (hot path)
+            raise RuntimeError(f"ticket already {t.state}")
+        t.state = QUEUED
+        loop = _get_running_loop()
         # Rebind when idle: tests and CLIs may run several event loops in turn.
         if self._loop is not loop and (self._loop is None or self._loop.is_closed()
                                        or (self._in_flight == 0 and len(self.pending) == 0)):
             self._loop = loop
         loop = t.loop = self._loop
         fut = t._fut = loop.create_future()
-        started = loop.time() if self._throttler is not None else 0.0
+        throttled = self._throttler is not None
+        started = loop.time() if throttled else 0.0
         self._submit(t)
         try:
             if fut.done():
@@ -178,7 +183,7 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
                 await fut
             else:
                 await asyncio.wait_for(asyncio.shield(fut), timeout)
-            if self._throttler is not None and t.state is RUNNING:
+            if throttled and t.state is RUNNING:
                 left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
                 await asyncio.wait_for(self._throttler.acquire(), left)
                 t.entry.dispatched_at = self.clock()  # service is measured from the send
@@ -301,19 +306,20 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
             t._lease = None
         self._in_flight -= 1
         self._running.discard(t)
-        self.stats.released += 1
+        stats, entry = self.stats, t.entry
+        stats.released += 1
         if expired:
-            self.stats.expired += 1
-        service_s = self.clock() - t.entry.dispatched_at
+            stats.expired += 1
+        service_s = self.clock() - entry.dispatched_at
         true_class = class_of_tokens(answer_tokens) if answer_tokens is not None and answer_tokens >= 0 else None
         if self.overload is not None:
-            self.overload.finished(t.entry)
+            self.overload.finished(entry)
         t._scorer = None  # if it ran alone, never scored: nothing to score it for now
         try:
-            self.pending.observe(t.entry, service_s, true_class, answer_tokens)
+            self.pending.observe(entry, service_s, true_class, answer_tokens)
         except Exception:
             log.exception("policy observe failed")
-        self._emit("on_complete", t.entry, service_s, answer_tokens)
+        self._emit("on_complete", entry, service_s, answer_tokens)
         self._dispatch()
 
 

@@ -50,6 +50,7 @@ WAITING_STATES = frozenset({NEW, QUEUED, DEFERRED})
 #: Guards the RUNNING → RELEASED step of every ticket (exactly-once release from any thread);
 #: held for a compare-and-set only, never while calling out.
 _STATE_LOCK = threading.Lock()
+_get_running_loop = asyncio._get_running_loop
 #: Terminal states: the ticket holds nothing and never will.
 FINISHED_STATES = frozenset({RELEASED, TicketState.CANCELLED, TicketState.SUPERSEDED, TicketState.REJECTED})
 
@@ -180,10 +181,7 @@ class Ticket:
     def _in_loop(self, fn, *args) -> None:
         """Run ``fn(*args)`` on the loop that owns this ticket (now, if that is this one)."""
         loop = self.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        running = _get_running_loop()  # None outside a loop (asyncio's C accessor, no raise)
         if loop is None or running is loop or loop.is_closed():
             fn(*args)
         else:

@@ -1,6 +1,8 @@
 """The heap pending structure: the policy order as one min-heap, any promotion strategy.
 
-push, pop and remove are O(log n) amortised (lazy deletion; DESIGN.md invariant 4).
+push, pop and remove are O(log n) amortised (lazy deletion; DESIGN.md invariant 4). Heap
+items are flat ``(*order_key, entry)`` tuples: an order key ends in the unique ``seq``, so
+the entry itself is never compared, and a comparison touches one tuple, not two.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import heapq
 
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._structure import PendingBase
+from sjf_core.policy.promotion._base import compact
 
 
 class HeapPending(PendingBase):
@@ -25,16 +28,18 @@ class HeapPending(PendingBase):
     """
 
     def __init__(self, tau=None, promotion="strict", k: int = 2, **kw):
-        self._heap: list[tuple[tuple, Entry]] = []
+        self._heap: list[tuple] = []  # (*order_key, entry)
         super().__init__(tau, promotion, k, **kw)
 
     def _push_main(self, entry: Entry) -> None:
-        heapq.heappush(self._heap, (self.order_key(entry), entry))
+        h = self._heap
+        compact(h, self._size)  # entries dispatched by a promotion or deadline linger otherwise
+        heapq.heappush(h, (*self.strategy.order_key(entry), entry))
 
     def _pop_main(self, now: float) -> Entry | None:
         h = self._heap
         while h:
-            e = heapq.heappop(h)[1]
+            e = heapq.heappop(h)[-1]
             if not e.removed:
                 return e
         return None
@@ -43,4 +48,4 @@ class HeapPending(PendingBase):
         self._heap.clear()
 
     def _live_entries(self) -> list[Entry]:
-        return [e for _, e in self._heap if not e.removed]
+        return [item[-1] for item in self._heap if not item[-1].removed]

@@ -164,19 +164,21 @@ class Policy:
             prediction: the predicted length, or None (unscored).
             meta: request metadata (max_tokens, priority, deadline_s).
         """
-        meta = meta or _NO_META
-        entry = Entry(seq=seq, arrival=float(arrival))
-        try:
-            entry.priority = int(meta.priority or 0)
-        except (TypeError, ValueError):
-            entry.priority = 0
-        try:
-            if meta.deadline_s is not None and float(meta.deadline_s) > 0:
-                entry.deadline = entry.arrival + float(meta.deadline_s)
-        except (TypeError, ValueError):
-            entry.deadline = None
-        entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
-        entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
+        entry = Entry(seq, float(arrival))
+        if meta is None:  # no metadata: priority 0, no deadline, tenant or supersede key (the defaults)
+            meta = _NO_META
+        else:
+            try:
+                entry.priority = int(meta.priority or 0)
+            except (TypeError, ValueError):
+                entry.priority = 0
+            try:
+                if meta.deadline_s is not None and float(meta.deadline_s) > 0:
+                    entry.deadline = entry.arrival + float(meta.deadline_s)
+            except (TypeError, ValueError):
+                entry.deadline = None
+            entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
+            entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
         try:
             if prediction is None:
                 raise ValueError("no prediction")

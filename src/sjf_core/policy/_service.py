@@ -65,11 +65,13 @@ class ServiceStats:
         a = self.alpha
         if predicted_class in (SHORT, MEDIUM, LONG):
             self._n_pred[predicted_class] += 1
-            w = max(a, 1.0 / self._n_pred[predicted_class])
+            w = 1.0 / self._n_pred[predicted_class]
+            w = w if w > a else a  # max(a, w)
             self.by_predicted[predicted_class] += w * (service_s - self.by_predicted[predicted_class])
         if true_class in (SHORT, MEDIUM, LONG):
             self._n_true[true_class] += 1
-            w = max(a, 1.0 / self._n_true[true_class])
+            w = 1.0 / self._n_true[true_class]
+            w = w if w > a else a  # max(a, w)
             self.by_true[true_class] += w * (service_s - self.by_true[true_class])
         if answer_tokens is not None and answer_tokens > 0 and math.isfinite(answer_tokens):
             spt = service_s / float(answer_tokens)

@@ -18,8 +18,17 @@ from typing import Protocol
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
-from sjf_core.policy.promotion import PromotionStrategy, make_promotion, work_tokens
-from sjf_core.policy.promotion._base import band_top
+from sjf_core.policy.promotion import PromotionStrategy, make_promotion
+from sjf_core.policy.promotion._base import REQUEST_OVERHEAD_TOKENS, PromotionRule, band_top, compact
+
+
+def _hook(strategy, name: str):
+    """The bound optional hook ``name`` of ``strategy``, or None when it has none or keeps
+    :class:`~sjf_core.policy.promotion._base.PromotionRule`'s no-op."""
+    fn = getattr(strategy, name, None)
+    if fn is None or getattr(fn, "__func__", None) is getattr(PromotionRule, name, None):
+        return None
+    return fn
 
 
 class PendingQueue(Protocol):
@@ -78,7 +87,10 @@ class PendingBase:
         self.deadline_dispatches = 0
         self.strategy: PromotionStrategy = promotion
         promotion.attach(self)
-        self._observed = getattr(promotion, "observed", None)  # optional hooks of a strategy
+        self._observed = _hook(promotion, "observed")  # optional hooks of a strategy (None: a no-op)
+        # the subclass hooks, None when they are the no-op defaults (skipped on the hot path)
+        self._left_hook = None if type(self)._left is PendingBase._left else self._left
+        self._bypassed_hook = None if type(self)._bypassed is PendingBase._bypassed else self._bypassed
 
     # ---- introspection -----------------------------------------------------------------
     @property
@@ -105,7 +117,8 @@ class PendingBase:
         entry.removed = False
         entry.promoted = False
         entry.served_at_arrival = self.served_work
-        entry.work_tokens = work_tokens(entry)
+        t = entry.expected_tokens  # work_tokens(entry), inlined (hot path)
+        entry.work_tokens = (t if t > 0 and math.isfinite(t) else 0.0) + REQUEST_OVERHEAD_TOKENS
         self.strategy.on_push(entry)
         p = entry.priority
         self._bands[p] = self._bands.get(p, 0) + 1
@@ -114,6 +127,7 @@ class PendingBase:
         self._push_main(entry)
         if entry.deadline is not None and math.isfinite(entry.deadline):
             latest = entry.deadline - self.service.expected_s(entry.klass, entry.expected_tokens)
+            compact(self._deadlines, self._size)
             heapq.heappush(self._deadlines, (-p, latest, entry.seq, entry))
         self._size += 1
 
@@ -124,7 +138,8 @@ class PendingBase:
         entry.removed = True
         self._size -= 1
         self._left_band(entry)
-        self._left(entry)
+        if self._left_hook is not None:
+            self._left_hook(entry)
         self.strategy.on_remove(entry)
         if self._size == 0:
             self._clear()
@@ -136,7 +151,7 @@ class PendingBase:
         policy order."""
         if self._size == 0:
             return None
-        chosen = self._due_deadline(now)
+        chosen = self._due_deadline(now) if self._deadlines else None
         if chosen is None:
             chosen = self.strategy.due(now)
             if chosen is not None:
@@ -144,7 +159,8 @@ class PendingBase:
                 self.promotions += 1
         by_policy = chosen is None
         if chosen is not None:
-            self._bypassed(chosen)
+            if self._bypassed_hook is not None:
+                self._bypassed_hook(chosen)
         else:
             chosen = self._pop_main(now)
             if chosen is None:  # defensive: size and heaps disagree
@@ -154,8 +170,14 @@ class PendingBase:
         chosen.removed = True
         self.served_work += chosen.work_tokens
         self._size -= 1
-        self._left_band(chosen)
-        self._left(chosen)
+        p = chosen.priority
+        n = self._bands.get(p, 0) - 1
+        if n > 0:  # self._left_band(chosen), its common case inlined (hot path)
+            self._bands[p] = n
+        else:
+            self._left_band(chosen)
+        if self._left_hook is not None:
+            self._left_hook(chosen)
         self.strategy.on_pop(chosen, now, by_policy)
         if self._size == 0:
             self._clear()

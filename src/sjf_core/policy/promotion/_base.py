@@ -116,6 +116,16 @@ def band_top(heap: list, band: int | None):
     return None
 
 
+def compact(heap: list, live: int) -> None:
+    """Drop the withdrawn or dispatched items (``item[-1].removed``) of a lazily deleted
+    heap once they outnumber the ``live`` ones (plus a margin): O(n) now and then, O(1)
+    amortised per removal, and the heap stays O(live) long (items popped elsewhere, e.g.
+    by a promotion, would otherwise linger until they surface)."""
+    if len(heap) > 2 * live + 64:
+        heap[:] = [item for item in heap if not item[-1].removed]
+        heapq.heapify(heap)
+
+
 class PromotionRule:
     """Base of the rules: no-op hooks, the policy order unchanged, nothing ever due."""
 
@@ -134,7 +144,7 @@ class PromotionRule:
         pass
 
     def order_key(self, entry: Entry) -> tuple:
-        return entry.sort_key()
+        return (-entry.priority, entry.key, entry.seq)  # entry.sort_key(), inlined (hot path)
 
     def due(self, now: float) -> Entry | None:
         return None

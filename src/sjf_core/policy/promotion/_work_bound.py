@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from sjf_core.policy._entry import Entry
-from sjf_core.policy.promotion._base import PromotionRule, band_top, check
+from sjf_core.policy.promotion._base import PromotionRule, band_top, check, compact
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN
 
 #: Default ``work_slack`` (``sjf simulate --scenario guard``, docs/scheduling.md).
@@ -46,10 +46,17 @@ class WorkBound(PromotionRule):
         return entry.served_at_arrival + max(self.slowdown * entry.work_tokens, (1.0 + self.work_slack) * ahead)
 
     def on_push(self, entry: Entry) -> None:
+        w = entry.work_tokens
         if not math.isinf(self.q.tau.tau_s):
-            heapq.heappush(self._bounds, (-entry.priority, self.bound(entry), entry.seq, entry))
-        self._waiting += entry.work_tokens
-        self._batch += entry.work_tokens
+            compact(self._bounds, len(self.q))  # entries dispatched by policy order linger otherwise
+            # self.bound(entry), inlined (hot path)
+            ahead = self._waiting - self._batch
+            ahead = (1.0 + self.work_slack) * ahead if ahead > 0.0 else 0.0
+            own = self.slowdown * w
+            bound = entry.served_at_arrival + (ahead if ahead > own else own)  # max(own, ahead)
+            heapq.heappush(self._bounds, (-entry.priority, bound, entry.seq, entry))
+        self._waiting += w
+        self._batch += w
 
     def due(self, now: float) -> Entry | None:
         top = band_top(self._bounds, self.q.top_band)
