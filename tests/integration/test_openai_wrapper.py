@@ -22,6 +22,7 @@ import warnings
 import httpx
 import openai
 import pytest
+from waits import wait_until as until
 
 import openai_sjf
 from openai_sjf import _registry as registry
@@ -82,15 +83,6 @@ class Recorder(QueueEvents):
     def on_complete(self, queue, entry, service_s, answer_tokens):
         self.completed.append(answer_tokens)
 
-
-async def until(cond, timeout: float = 15.0) -> None:
-    """Wait (polling every 5 ms) until ``cond()`` holds; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.005)
 
 
 def msg(text: str) -> list[dict]:

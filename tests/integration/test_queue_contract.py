@@ -14,6 +14,7 @@ import threading
 import uuid
 
 import pytest
+from waits import wait_until
 
 from sjf_core.admission._ticket import TicketState
 from sjf_core.admission._local import AdmissionQueue
@@ -22,14 +23,6 @@ from sjf_core.predict._prediction import Prediction
 
 SHORT = Prediction.from_probs([1.0, 0.0, 0.0])
 
-
-async def wait_until(cond, timeout=20.0):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture(params=["local", "redis"])

@@ -19,6 +19,7 @@ import pytest
 import redis.asyncio as ra
 
 from redis_server import RedisServer, free_port
+from waits import wait_until
 from sjf_core.admission._local import AdmissionQueue, QueueEvents
 from sjf_core._errors import AdmissionRejected
 from sjf_core.policy._policies import RequestMeta, make_policy
@@ -34,20 +35,6 @@ def pred(p_long: float) -> Prediction:
 def backend() -> str:
     return f"http://127.0.0.1:1/{uuid.uuid4().hex[:8]}/v1"
 
-
-async def wait_until(cond, timeout=10.0, step=0.005):
-    """Wait until ``cond()`` (a plain or an async callable) is true; fail after ``timeout`` s."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        got = cond()
-        if asyncio.iscoroutine(got):
-            got = await got
-        if got:
-            return
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(step)
 
 
 def snap_is(q, **want):
