@@ -87,7 +87,7 @@ def wrap(
 
     Args:
         client: an ``openai.AsyncOpenAI`` (or subclass, e.g. ``AsyncAzureOpenAI``)
-            using an ``httpx.AsyncClient`` or an ``httpx2.AsyncClient`` (openai >= 1.40).
+            using an ``httpx.AsyncClient`` or an ``httpx2.AsyncClient`` (openai >= 1.92, < 4).
         slots: concurrent requests the backend gets (>= 1; default 1, a serial
             backend). Applies when this wrap creates the backend's queue.
         policy: "sjf-tokens" (default: expected answer tokens), "sjf" (P(Long)), "fair", "fcfs", or a ``sjf_core`` Policy.

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: Third-party packages a command may need, and the extra that installs them.
-EXTRA_OF = {"aiohttp": "bench", "tqdm": "bench", "matplotlib": "bench", "scipy": "bench",
+EXTRA_OF = {"aiohttp": "lab", "tqdm": "lab", "matplotlib": "bench", "scipy": "bench",
             "xgboost": "train", "onnxmltools": "train", "onnx": "train", "litellm": "litellm", "openai": "openai"}
 
 

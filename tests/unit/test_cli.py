@@ -9,7 +9,7 @@ from sjf_lab.cli import main
 
 def _without(monkeypatch, *modules):
     # A None entry in sys.modules makes `import X` raise ModuleNotFoundError(name=X), which is
-    # what a venv without the `bench` extra does; drop our modules that already imported them.
+    # what a venv without the `lab` extra does; drop our modules that already imported them.
     for name in modules:
         monkeypatch.setitem(sys.modules, name, None)
     for name in [m for m in sys.modules if m.startswith(("sjf_lab.commands.emulate", "sjf_lab.emulator"))]:
@@ -20,7 +20,7 @@ def test_command_needing_a_missing_extra_says_which(monkeypatch, capsys):
     _without(monkeypatch, "aiohttp")
     assert main(["emulate", "--port", "0"]) == 2
     err = capsys.readouterr().err
-    assert "needs aiohttp" in err and "clairvoyant-sjf[bench]" in err
+    assert "needs aiohttp" in err and "clairvoyant-sjf[lab]" in err
 
 
 def test_help_works_without_the_tooling_extras(monkeypatch, capsys):
