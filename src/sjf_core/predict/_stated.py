@@ -60,38 +60,61 @@ class StatedSize:
     direction: int = 0
 
 
-_CLOSED = re.compile("|".join(f"(?P<c{i}>{rx})" for i, (rx, _, _) in enumerate(W.CLOSED_FORMS)))
-_VAGUE = re.compile("|".join(f"(?P<v{i}>{rx})" for i, (rx, _, _) in enumerate(W.VAGUE_CUES)))
+
+
+def _forms(table) -> list[tuple]:
+    """(compiled expression, label, value, trigger words as UTF-8, CJK triggers) per entry of ``table``."""
+    out = []
+    for rx, label, value, triggers in table:
+        t = triggers.split()
+        out.append((re.compile(rx), label, value, frozenset(w.encode() for w in t if w.isascii() or not
+                                                            any("\u4e00" <= ch <= "\u9fff" for ch in w)),
+                    tuple(w for w in t if any("\u4e00" <= ch <= "\u9fff" for ch in w))))
+    return out
+
+
+_CLOSED = _forms(W.CLOSED_FORMS)
+_VAGUE = _forms(W.VAGUE_CUES)
 _DIRECTIVE = re.compile(W.DIRECTIVE)
 _QUESTION_END = re.compile(r"^\s*[?？:：]")
-_FORWARD = re.compile(W.FORWARD_REF)
-_BACK = re.compile(W.BACK_REF)
-_PARA = re.compile(r"\n[ \t]*\n")
+_FORWARD = frozenset(w.encode() for w in W.FORWARD_WORDS)
+_BACK = frozenset(w.encode() for w in W.BACK_WORDS)
+_NOUNS = frozenset(w.encode() for w in W.MATERIAL_NOUNS)
 _ZH_UNIT_CHARS = frozenset("字词句段行页条个")
-_NON_DIGITS = bytes(c for c in range(256) if not 0x30 <= c <= 0x39)
+_HAS_DIGIT = re.compile(r"[0-9]").search
 _LIST_KEYS = frozenset(w.encode() for w in "list give suggest brainstorm nenne liste listez énumère enumera "
                        "перечисли".split())
-_CUE_KEYS = frozenset(w.encode() for w in W.CUE_TRIGGERS)
+_CUE_KEYS = frozenset().union(*(f[3] for f in _CLOSED + _VAGUE))
+_CJK_CUES = tuple(t for f in _CLOSED + _VAGUE for t in f[4])
+_UNIT_SET = frozenset(UNIT_KEYS)
 
 
-def _closed(z: str) -> StatedSize | None:
+def _triggered(forms, z: str, words: set, non_ascii: bool):
+    for i, (rx, label, value, trig, cjk) in enumerate(forms):
+        if not words.isdisjoint(trig) or (non_ascii and any(t in z for t in cjk)):
+            yield i, rx, label, value
+
+
+def _closed(z: str, words: set, non_ascii: bool) -> StatedSize | None:
     """The first closed answer form of ``z`` that is a directive (module docstring)."""
-    for m in _CLOSED.finditer(z):
-        i = int(m.lastgroup[1:])
-        if i in W.UNDIRECTED or _DIRECTIVE.search(z, max(0, m.start() - 40), m.start()) \
-                or _QUESTION_END.match(z[m.end():m.end() + 3]) or m.start() < 3:
-            _, label, tokens = W.CLOSED_FORMS[i]
-            return StatedSize(tokens, "closed", label)
+    for i, rx, label, tokens in _triggered(_CLOSED, z, words, non_ascii):
+        for m in rx.finditer(z):
+            if i in W.UNDIRECTED or _DIRECTIVE.search(z, max(0, m.start() - 40), m.start()) \
+                    or _QUESTION_END.match(z[m.end():m.end() + 3]) or m.start() < 3:
+                return StatedSize(tokens, "closed", label)
     return None
 
 
-def _zone_size(z: str) -> StatedSize | None:
-    """The stated size of one lower-cased zone (count > closed form > cue), or None."""
-    toks = z.encode("utf-8", "surrogatepass").translate(_SEP_TABLE).split()
-    words = set(toks)
+def _words(z: str) -> set:
+    """Word tokens (UTF-8 bytes) of a lower-cased zone."""
+    return set(z.encode("utf-8", "surrogatepass").translate(_SEP_TABLE).split())
+
+
+def _zone_size(z: str, words: set) -> StatedSize | None:
+    """The stated size of one lower-cased zone with its ``words`` (count > closed form > cue), or None."""
     found = []
-    units = words.intersection(UNIT_KEYS)
-    if units and (b"".join(toks).translate(None, _NON_DIGITS) or not words.isdisjoint(NUMBER_KEYS)):
+    units = words & _UNIT_SET
+    if units and (_HAS_DIGIT(z) or not words.isdisjoint(NUMBER_KEYS)):
         found = counts(z, units)
     if not found and not words.isdisjoint(_LIST_KEYS):
         found = list_counts(z)
@@ -101,39 +124,55 @@ def _zone_size(z: str) -> StatedSize | None:
     best = best_count(found)
     if best is not None:
         return StatedSize(best.tokens, "count", best.label)
-    if words.isdisjoint(_CUE_KEYS) and not (non_ascii and any(t in z for t in W.ZH_CUE_TRIGGERS)):
+    if words.isdisjoint(_CUE_KEYS) and not (non_ascii and any(t in z for t in _CJK_CUES)):
         return None
-    size = _closed(z)
+    size = _closed(z, words, non_ascii)
     if size is not None:
         return size
-    m = _VAGUE.search(z)
-    if m is not None:
-        _, label, direction = W.VAGUE_CUES[int(m.lastgroup[1:])]
-        return StatedSize(0.0, "vague", label, direction)
+    for _, rx, label, direction in _triggered(_VAGUE, z, words, non_ascii):
+        if rx.search(z):
+            return StatedSize(0.0, "vague", label, direction)
     return None
 
 
-def _user_zones(u: str) -> list[tuple[int, str]]:
-    """(priority, lower-cased zone) of the user text: where its instruction can be (module docstring)."""
+def _points_back(z: str, words: set) -> bool:
+    if not words.isdisjoint(_BACK):
+        return True
+    if not words.isdisjoint(_NOUNS) and any(p in z for p in W.BACK_PHRASES):
+        return True
+    return not z.isascii() and any(p in z for p in W.ZH_BACK)
+
+
+def _points_forward(z: str, words: set) -> bool:
+    return z.rstrip().endswith((":", "：")) or not words.isdisjoint(_FORWARD) or (
+        not z.isascii() and any(p in z for p in W.ZH_FORWARD))
+
+
+def _user_zones(u: str) -> list[tuple[int, str, set]]:
+    """(priority, lower-cased zone, its words) of the user text: where its instruction can be
+    (module docstring)."""
     if len(u) > _SCAN:
         u = u[:_SCAN // 2] + "\n\n" + u[-_SCAN // 2:]
-    u = strip_blocks(u).strip().lower()
-    paras = _PARA.split(u)
-    if len(paras) == 1 and len(u) <= _WHOLE:
-        return [(1, u)] if u else []
-    head = paras[0][:_HEAD]
+    u = strip_blocks(u).strip()
+    first = u.find("\n\n")
+    if first < 0 and len(u) <= _WHOLE:
+        z = u.lower()
+        return [(1, z, _words(z))] if z else []
+    par0 = len(u) if first < 0 else first
+    head = u[:min(par0, _HEAD)].lower()
     colon = head.find(":")
-    forward = head.rstrip().endswith(":") or bool(_FORWARD.search(head))
-    if colon >= 15 and len(paras[0]) - colon > 80:  # "Summarise in one sentence: <text>"
-        head, forward = head[:colon], True
-    last = paras[-1] if len(paras) > 1 else u[-250:]
-    tail = last[-_TAIL:]
-    back = bool(_BACK.search(tail))
+    cut = colon >= 15 and par0 - colon > 80  # "Summarise in one sentence: <text>"
+    if cut:
+        head = head[:colon]
+    tail = (u[-250:] if first < 0 else u[u.rfind("\n\n") + 2:][-_TAIL:]).lower()
+    hw, tw = _words(head), _words(tail)
+    forward = cut or _points_forward(head, hw)
+    back = _points_back(tail, tw)
     if back and not forward:
-        return [(2, tail)]
+        return [(2, tail, tw)]
     if forward and not back:
-        return [(2, head)]
-    return [(2, tail), (1, head)]
+        return [(2, head, hw)]
+    return [(2, tail, tw), (1, head, hw)]
 
 
 def read_size(text: str) -> StatedSize | None:
@@ -143,11 +182,14 @@ def read_size(text: str) -> StatedSize | None:
     read first.
     """
     ia = getattr(text, "instructions_at", None)
-    zones = [] if ia is None else [(3, text[ia:ia + _INSTR_MAX].lower())]
+    zones = []
+    if ia is not None:
+        z = text[ia:ia + _INSTR_MAX].lower()
+        zones.append((3, z, _words(z)))
     zones += _user_zones(text if ia is None else text[:ia])
     cue = None
-    for _, z in sorted(zones, key=lambda pz: -pz[0]):
-        size = _zone_size(z)
+    for _, z, words in sorted(zones, key=lambda pz: -pz[0]):
+        size = _zone_size(z, words)
         if size is None:
             continue
         if size.kind != "vague":

@@ -41,7 +41,7 @@ _REQUEST = re.compile(W.REQUEST_MARKERS)
 _VERB = re.compile(W.REQUEST_VERBS)
 _A_CONTEXT = re.compile(W.REQUEST_VERBS + r"\s+(?:me\s+|us\s+|just\s+|only\s+|mir\s+|moi\s+|me\s+)?$")
 _PAGE_NOT_TEXT = re.compile(W.PAGE_NOT_TEXT)
-_OUT_OF = re.compile(r"(?:out of|sur)\s*$")
+_OUT_OF = re.compile(r"(?:out of|sur|top)[\s-]*$")  # a score ("out of 10 points"), a ranking ("top-5 words")
 _CLAUSE_END = re.compile(r"[.!?\n;:。！？；：]")
 _SPLIT = re.compile(r"[\s-]+")
 _A_ADJ = frozenset("short brief long concise single full few simple catchy well-written detailed".split())
@@ -219,7 +219,7 @@ def counts(z: str, units: set) -> list[Count]:
 
 def list_counts(z: str) -> list[Count]:
     """"list 10 countries", "give me 5 ...": items without a unit word."""
-    return [Count(float(m.group("n")) * unit_tokens("name", "en"), f"{m.group('n')} items", False, "name",
+    return [Count(float(m.group("n")) * unit_tokens("item", "en"), f"{m.group('n')} items", False, "item",
                   float(m.group("n"))) for m in _LIST.finditer(z) if 2 <= int(m.group("n")) <= _MAX_COUNT["item"]]
 
 

@@ -73,10 +73,10 @@ _add("es", "page", "página páginas pagina paginas")
 _add("es", "character", "carácter caracteres letras")
 _add("es", "item", "puntos ideas ejemplos consejos razones pasos sugerencias preguntas viñetas")
 _add("es", "name", "nombres títulos titulos eslóganes")
-_add("ru", "word", "слово слова слов словами словах")
-_add("ru", "sentence", "предложение предложения предложений предложениях предложениями")
-_add("ru", "paragraph", "абзац абзаца абзацев абзацах абзацами")
-_add("ru", "line", "строка строки строк строчек строчки")
+_add("ru", "word", "слово слова слов словами словах словом")
+_add("ru", "sentence", "предложение предложения предложений предложениях предложениями предложением")
+_add("ru", "paragraph", "абзац абзаца абзацев абзацах абзацами абзацем")
+_add("ru", "line", "строка строки строк строчек строчки строкой")
 _add("ru", "page", "страница страницы страниц страницах")
 _add("ru", "character", "символ символа символов знаков")
 _add("ru", "token", "токен токена токенов")
@@ -152,7 +152,8 @@ ZH_POST_MIN = ("以上",)
 ZH_POST_ABOUT = ("左右", "上下")
 
 #: A size that applies to each of several parts ("200 words each", "per section").
-PER_UNIT_AFTER = r"^\s*(?:each|apiece|per\b|for each|jeweils|pro\b|chacun|chacune|par \w+|cada|каждый|каждая|каждое|на каждый|每)"
+PER_UNIT_AFTER = (r"^\s*(?:[^\W\d_]+\s+){0,2}?(?:each|apiece|per\b|for each|for every|jeweils|pro\b|je\b|chacun|chacune|"
+                  r"par \w+|pour chaque|cada|por cada|каждый|каждая|каждое|на каждый|для каждого|每)")
 PER_UNIT_BEFORE = (r"(?:\beach\b|\bevery\b|\bper\b|\bjede[rsnm]?\b|\bjeweils\b|\bchaque\b|\bcada\b|кажд|每)"
                    r"(?!\s*(?:answer|response|reply|message|output|time|antwort|réponse|respuesta|ответ|次))"
                    r"[^.!?\n:;]{0,40}$")
@@ -189,61 +190,70 @@ GAP_EXCLUDE = frozenset("letter letters character characters syllable syllables 
 #: A page of a website is not a page of text.
 PAGE_NOT_TEXT = r"^[\s-]*(?:web)?(?:site|app|application|component|layout|view|html|react|vue|angular|pdf)"
 
-#: Closed answer forms: (regular expression on the lower-cased window, label, answer tokens). ``directed``
-#: forms count only after an answer directive (:data:`DIRECTIVE`) or at the end of a question.
+#: Closed answer forms: (regular expression on the lower-cased window, label, answer tokens, trigger words:
+#: the expression runs only when one of them is a word of the window, or for CJK ones a substring).
+#: Forms not in :data:`UNDIRECTED` count only after an answer directive (:data:`DIRECTIVE`) or at the end
+#: of a question.
 CLOSED_FORMS = (
     (r"\byes or no\b|\byes/no\b|\btrue or false\b|\bja oder nein\b|\bja/nein\b|\boui ou non\b|\bvrai ou faux\b|"
-     r"\bs[ií] o no\b|\bverdadero o falso\b|\bда или нет\b|\bда/нет\b|是或否|是或不是|对或错|“是”或“否”", "yes/no", 2.0),
+     r"\bs[ií] o no\b|\bverdadero o falso\b|\bда или нет\b|\bда/нет\b|是或否|是或不是|对或错|“是”或“否”", "yes/no", 2.0,
+     "yes true ja oui vrai sí si да verdadero 是或 对或错"),
     (r"\b(?:one|a single|1)[\s-]word\b|\b(?:in )?(?:einem|ein) (?:einzigen )?wort\b|"
      r"\b(?:en )?un (?:seul )?mot\b|\b(?:en )?una (?:sola )?palabra\b|\bодн(?:им|о) слов(?:ом|о)\b|一个词|一个字回答",
-     "one word", 3.0),
+     "one word", 3.0,
+     "word wort einem ein mot palabra слово словом 一个词 一个字回答"),
     (r"\b(?:only|just) the (?:name|title)\b|\bthe (?:name|title) only\b|\bnur (?:den|der|mit dem) (?:namen|titel)\b|"
      r"\b(?:seulement|uniquement) le (?:nom|titre)\b|\bsolo el (?:nombre|título)\b|\bтолько (?:имя|название)\b|"
-     r"只(?:回答|写|给出|输出)(?:名字|名称|标题)", "name only", 5.0),
+     r"只(?:回答|写|给出|输出)(?:名字|名称|标题)", "name only", 5.0,
+     "name title namen titel nom titre nombre título имя название 名字 名称 标题"),
     (r"\b(?:a single|only the|just the|only a|just a) number\b|\bthe number only\b|\bnur (?:die|eine) zahl\b|"
      r"\b(?:seulement|uniquement) (?:par )?(?:le|un) nombre\b|\bsolo (?:el|un) número\b|\bтолько (?:число|числом|цифру|цифрой)\b|"
-     r"只(?:回答|写|给出|输出)(?:数字|一个数字)", "number only", 3.0),
+     r"只(?:回答|写|给出|输出)(?:数字|一个数字)", "number only", 3.0,
+     "number zahl nombre número число числом цифру цифрой 数字"),
     (r"\b(?:only|just) the (?:letter|option)\b|\bnur den buchstaben\b|\bseulement la lettre\b|\bsolo la letra\b|"
-     r"\bтолько букву\b|只(?:回答|写|给出|输出)(?:选项|字母)", "letter only", 2.0),
-    (r"\bone[\s-]liner\b", "one line", 13.0),
+     r"\bтолько букву\b|只(?:回答|写|给出|输出)(?:选项|字母)", "letter only", 2.0, "letter option buchstaben lettre letra букву 选项 字母"),
+    (r"\bone[\s-]liner\b", "one line", 13.0, "liner"),
     (r"\b(?:only|just) (?:the|your) (?:final )?answer\b|\bthe answer only\b|\banswer only\b|\bnur die antwort\b|"
      r"\b(?:seulement|uniquement) la réponse\b|\bsolo la respuesta\b|\bтолько ответ\b|只(?:回答|给出|输出)答案|直接给出答案",
-     "answer only", 8.0),
+     "answer only", 8.0,
+     "answer antwort réponse respuesta ответ 答案"),
 )
 #: Closed forms that need no directive before them (indices into :data:`CLOSED_FORMS`): they are
 #: directives themselves ("only the name", "answer only", "one-liner").
 UNDIRECTED = frozenset((2, 3, 4, 5, 6))
 
-#: Verbosity cues: (regular expression, label, direction -1 shorter / +1 longer).
+#: Verbosity cues: (regular expression, label, direction -1 shorter / +1 longer, trigger words).
 VAGUE_CUES = (
     (r"\bbriefly\b|\bbrief\b|\bconcise(?:ly)?\b|\bsuccinct(?:ly)?\b|\btl;?dr\b|\bin short\b|\bkeep it short\b|"
      r"\bshort (?:answer|response|reply|summary|description|paragraph|text|message|note|caption|bio|intro)\b|"
      r"\bkurz(?:e[nrs]?)?\b|\bknapp(?:e[nrs]?)?\b|\bprägnant\b|\bbri[eè]ve(?:ment)?\b|\bbref\b|\bconcis[e]?\b|"
-     r"\bbreve(?:mente)?\b|\bconcis[oa]\b|\bкратк(?:о|ий|ое|ая)\b|\bкоротко\b|\bсжато\b|简短|简要|简洁|简述", "brief", -1),
+     r"\bbreve(?:mente)?\b|\bconcis[oa]\b|\bкратк(?:о|ий|ое|ая)\b|\bкоротко\b|\bсжато\b|简短|简要|简洁|简述", "brief", -1,
+     """briefly brief concise concisely succinct succinctly tl tldr short kurz kurze kurzen kurzer kurzes knapp
+     knappe knappen knapper prägnant bref brève brièvement concis breve brevemente conciso concisa кратко краткий
+     краткое краткая коротко сжато 简短 简要 简洁 简述"""),
     (r"\bin (?:great |full )?detail\b|\bdetailed\b|\bcomprehensive\b|\bin[\s-]depth\b|\bthorough(?:ly)?\b|"
      r"\bextensive(?:ly)?\b|\blengthy\b|\blong (?:essay|article|story|answer|response|text|post|letter|report)\b|"
      r"\bausführlich(?:e[nrs]?)?\b|\bdetailliert(?:e[nrs]?)?\b|\bumfassend(?:e[nrs]?)?\b|\ben détail\b|"
      r"\bdétaillée?s?\b|\bapprofondie?s?\b|\ben detalle\b|\bdetallad[oa]s?\b|\bexhaustiv[oa]\b|"
-     r"\bподробн(?:о|ый|ое|ая)\b|\bдетально\b|\bразв[её]рнуто\b|详细|详尽|深入|全面", "detailed", 1),
+     r"\bподробн(?:о|ый|ое|ая)\b|\bдетально\b|\bразв[её]рнуто\b|详细|详尽|深入|全面", "detailed", 1,
+     """detail detailed comprehensive depth thorough thoroughly extensive extensively lengthy long ausführlich
+     ausführliche ausführlichen ausführlicher detailliert detaillierte detaillierten umfassend umfassende umfassenden
+     détail détaillé détaillée détaillés approfondi approfondie detalle detallado detallada detallados exhaustivo
+     exhaustiva подробно подробный подробное подробная детально развернуто развёрнуто 详细 详尽 深入 全面"""),
 )
 
 #: Instruction that points forward at material ("the text below:") or back at it ("the text above").
-FORWARD_REF = (r"\bbelow\b|\bfollowing\b|\bunten\b|\bfolgende[nrs]?\b|\bci-dessous\b|\bsuivante?s?\b|"
-               r"\bsiguiente\b|\ba continuación\b|\bниже\b|\bследующ|以下|如下")
-BACK_REF = (r"\babove\b|\bthis (?:text|article|passage|email|essay|story|document|conversation|paragraph)\b|"
-            r"\bthe (?:text|article|passage|email|essay|document|conversation)\b|\boben\b|\bobige[nrs]?\b|"
-            r"\bdiese[nrs]? text\b|\bci-dessus\b|\bce texte\b|\bel texto\b|\beste texto\b|\banterior\b|"
-            r"\bвыше\b|\bэтот текст\b|上面|上述|上文|这段|这篇")
-
-#: Words whose presence makes the reader look for a closed form or a cue (speed: most prompts have none).
-CUE_TRIGGERS = tuple("""yes true ja oui vrai sí si да verdadero word wort einem mot palabra слово словом одним
-name title namen titel nom titre nombre título имя название number zahl número число числом цифру цифрой letter option
-buchstaben lettre letra букву liner line zeile ligne línea строкой answer antwort réponse respuesta ответ briefly
-brief concise concisely succinct succinctly tl tldr short kurz kurze kurzen kurzer kurzes knapp knappe knappen
-prägnant bref brève brièvement concis breve brevemente conciso concisa кратко краткий краткое краткая коротко
-сжато detail detailed comprehensive depth thorough thoroughly extensive extensively lengthy long ausführlich
-ausführliche ausführlichen ausführlicher detailliert detaillierte detaillierten umfassend umfassende umfassenden
-détail détaillé détaillée détaillés approfondi approfondie detalle detallado detallada detallados exhaustivo
-exhaustiva подробно подробный подробное подробная детально развернуто развёрнуто""".split())
-ZH_CUE_TRIGGERS = ("是或", "对或错", "一个词", "一个字", "只", "直接给出", "一行", "简短", "简要", "简洁", "简述", "详细", "详尽",
-                   "深入", "全面")
+#: Words of an instruction that points forward at material ("the text below:") ...
+FORWARD_WORDS = frozenset("""below following unten folgende folgenden folgender folgendes dessous suivant suivante
+suivants suivantes siguiente siguientes continuación ниже следующий следующая следующее следующие следующего
+следующем следующую""".split())
+#: ... or back at it ("the text above"); and the nouns of "this text", "the article" (then a phrase check).
+BACK_WORDS = frozenset("above oben obigen obige obiges obiger dessus anterior arriba выше вышеуказанный".split())
+MATERIAL_NOUNS = frozenset("""text article passage email essay story document conversation paragraph texte texto
+текст""".split())
+BACK_PHRASES = ("this text", "the text", "this article", "the article", "this passage", "the passage", "this email",
+                "the email", "this essay", "the essay", "this story", "this document", "the document",
+                "this conversation", "the conversation", "this paragraph", "diesen text", "dieser text", "ce texte",
+                "el texto", "este texto", "этот текст")
+ZH_FORWARD = ("以下", "如下")
+ZH_BACK = ("上面", "上述", "上文", "这段", "这篇")
