@@ -94,12 +94,54 @@ def _deciles(per, name, pick):
     return decile_report(med, mean, tok, w)
 
 
+def _test_split(ds, before_model: str) -> dict:
+    """Deciles on the fixed split's test prompts of ShareGPT and arena: the model file
+    ``before_model`` without stated sizes vs the shipped model with them."""
+    from sjf_core.predict._estimate import base_many, with_stated
+    from sjf_core.predict._predictor import Predictor, load_predictor
+    from sjf_core.predict._stated import read_size
+    from sjf_lab.calibrate import decile_report
+    from sjf_lab.loso import family_of
+
+    out = {}
+    for fam in ("sharegpt", "arena"):
+        rows = [r for r in ds.rows_of("test") if family_of(r.source) == fam]
+        texts = sorted({r.key: r.prompt for r in rows}.items())
+        idx = {k: i for i, (k, _) in enumerate(texts)}
+        tok = np.array([r.tokens for r in rows], dtype=float)
+        w = np.ones(len(rows))
+        res = {}
+        for when, path, sizes in (("before", before_model, False), ("after", None, True)):
+            p: Predictor = load_predictor(path)
+            p.read_sizes = sizes
+            x = p.features_many([t for _, t in texts])
+            mu = p._run(x)
+            loc, sig, mean = base_many(mu, p.info)
+            if sizes:
+                for i, (_, t) in enumerate(texts):
+                    loc[i], sig[i], mean[i] = with_stated(loc[i], sig[i], mean[i], read_size(t))
+            med = np.expm1(loc)
+            ri = np.array([idx[r.key] for r in rows])
+            res[when] = decile_report(med[ri], mean[ri], tok, w)
+            p.read_sizes = True
+        out[fam] = res
+        for when in ("before", "after"):
+            print(f"test split {fam:<9}{when:<7} median pred/obs: "
+                  + " ".join(f"{x['predicted_median']:.0f}/{x['observed_median']:.0f}" for x in res[when])
+                  + "\n" + " " * 24 + "mean pred/obs:   "
+                  + " ".join(f"{x['predicted_mean']:.0f}/{x['observed_mean']:.0f}" for x in res[when]))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="../shared/data/conversations")
     ap.add_argument("--oof", default=None, help="pickle of out-of-family outputs (read if present, else written)")
     ap.add_argument("--write-spread", default=None, metavar="JSON")
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--before-model", default=None, metavar="ONNX",
+                    help="also the fixed test split of ShareGPT and arena: this model without stated sizes "
+                         "(before) vs the shipped model with them (after), deciles of predicted median/mean")
     args = ap.parse_args()
     from sjf_core.predict._calibration import fit_calibration
     from sjf_core.predict._model_file import calibrated_log1p
@@ -135,6 +177,8 @@ def main() -> int:
             cells = " ".join(f"{x['predicted_median']:.0f}/{x['observed_median']:.0f}" for x in d[when])
             means = " ".join(f"{x['predicted_mean']:.0f}/{x['observed_mean']:.0f}" for x in d[when])
             print(f"{grp:<14}{when:<7} median pred/obs: {cells}\n{'':<21} mean pred/obs:   {means}")
+    if args.before_model:
+        res["test_split"] = _test_split(ds, args.before_model)
     if args.write_spread:
         mu = np.concatenate([o["scores"] for o in per.values()])
         tok = np.concatenate([o["tokens"] for o in per.values()])

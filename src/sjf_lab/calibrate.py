@@ -100,3 +100,33 @@ def cross_fitted(mu, tokens, weights, family, **kw) -> tuple[np.ndarray, np.ndar
         k = np.asarray(fit_spread(mu[~held], tokens[~held], weights[~held], **kw))
         loc[held], sig[held] = spread_at(mu[held], (k[:, 0], k[:, 1], k[:, 2]))
     return loc, sig
+
+
+def add_spread_to_model(model_path, knots: list, note: str = "") -> None:
+    """Store spread knots in an existing model file (ONNX ``sjf.calibration_spread``) and its JSON
+    card (``calibration_spread_knots``), trees unchanged: what ``sjf train --spread`` writes, for a
+    model already trained. Raises ValueError for knots the predictor would refuse."""
+    import json
+    from pathlib import Path
+
+    import onnx
+    from onnx import helper
+
+    from sjf_core.predict._model_file import META_SPREAD, read_model_info
+
+    meta = json.dumps([[round(float(v), 5) for v in k] for k in knots])
+    read_model_info(model_path, {META_SPREAD: meta, "sjf.model_kind": "regressor"})  # validates (raises)
+    path = Path(model_path)
+    m = onnx.load(str(path))
+    props = {p.key: p.value for p in m.metadata_props}
+    props[META_SPREAD] = meta
+    del m.metadata_props[:]
+    helper.set_model_props(m, props)
+    onnx.save(m, str(path))
+    card = path.with_suffix(".json")
+    if card.is_file():
+        c = json.loads(card.read_text())
+        c["calibration_spread_knots"] = json.loads(meta)
+        if note:
+            c["calibration_spread_note"] = note
+        card.write_text(json.dumps(c, indent=1) + "\n")
