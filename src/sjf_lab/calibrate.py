@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sjf_core.predict._calibration import pav
+from sjf_core.predict._calibration import pav, quantile_bins
 
 __all__ = ["fit_spread", "decile_report", "cross_fitted", "wquantile"]
 
@@ -36,18 +36,10 @@ def wquantile(v: np.ndarray, w: np.ndarray, q) -> np.ndarray:
 
 def fit_spread(mu, tokens, weights=None, n_bins: int = 20, min_step: float = 1e-3) -> list[list[float]]:
     """Knots [[μ_k, m_k, s_k], ...] (module docstring)."""
-    m = np.asarray(mu, dtype=np.float64).ravel()
-    y = np.log1p(np.asarray(tokens, dtype=np.float64).ravel())
-    w = np.ones_like(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
-    if not (m.shape == y.shape == w.shape):
-        raise ValueError("mu, tokens and weights differ in shape")
-    if len(m) < 2 * n_bins:
-        raise ValueError(f"need at least {2 * n_bins} rows to calibrate, got {len(m)}")
-    o = np.argsort(m, kind="stable")
-    m, y, w = m[o], y[o], w[o]
-    edges = np.searchsorted(np.cumsum(w) / w.sum(), np.linspace(0, 1, n_bins + 1)[1:-1])
+    m, t, w, bins = quantile_bins(mu, tokens, weights, n_bins)
+    y = np.log1p(t)
     xs, meds, sds, ws = [], [], [], []
-    for idx in np.split(np.arange(len(m)), edges):
+    for idx in bins:
         if len(idx) < 2 or w[idx].sum() <= 0:
             continue
         q16, q50, q84 = wquantile(y[idx], w[idx], [0.16, 0.5, 0.84])
