@@ -227,3 +227,26 @@ def test_cli_predict_shows_the_stated_size_and_scores_a_system_prompt(capsys):
     assert d["stated"] == "yes/no" and d["stated_kind"] == "closed" and d["expected_tokens"] < 10
     assert main(["predict", "What is the capital of France?"]) == 0
     assert "stated: -" in capsys.readouterr().out
+
+
+def test_held_burst_scenario_of_the_stated_burst_data():
+    """`sjf bench --scenario held-burst` on benchmarks/data/stated_burst.jsonl: every row, cold (a
+    fresh proxy), the backend held while the burst is queued; 10 short tasks that state their size
+    and 10 long writing requests, which the shipped predictor ranks apart."""
+    import argparse
+    from pathlib import Path
+
+    from sjf_lab.bench import workload as wl
+    from sjf_lab.commands.bench import build_scenarios
+
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "stated_burst.jsonl"
+    rows = wl.load_rows(str(data), max_prompt_chars=6000)
+    args = argparse.Namespace(scenario="held-burst", n_short=None, n_long=None, n_medium=0, seed=0,
+                              max_tokens=None, hold_s=2.0)
+    (sc,) = build_scenarios(args, rows, wl.ServiceModel(1000.0))
+    assert sc.name == "held burst cold" and sc.fresh and sc.hold_s == 2.0 and len(sc.jobs) == 20
+    p = load_predictor()
+    exp = [(j.tokens, p.predict(j.prompt).expected_tokens) for j in sc.jobs]
+    short = [e for t, e in exp if t < 200]
+    long_ = [e for t, e in exp if t >= 800]
+    assert len(short) == len(long_) == 10 and max(short) < min(long_)
