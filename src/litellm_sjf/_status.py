@@ -2,7 +2,7 @@
 
 * :func:`handler_status` assembles ``SJFHandler.status()``: ``{"backends": {key: {"slots",
   "in_flight", "waiting", "tau_s", "stats", "promotion", "slowdown"[, "tenants"]}},
-  "tracked_calls", "draining", "tokens_per_s", "counters", "probes", "memory",
+  "pools", "tracked_calls", "draining", "tokens_per_s", "counters", "probes", "memory",
   "last_resort", "settings"}`` — numbers, names and hashes, never prompt text. ``promotion`` /
   ``slowdown`` per backend are the rule its queue's policy runs (None if unknown).
 * :func:`start_status_server` serves it as JSON at ``http://127.0.0.1:PORT/sjf/status``
@@ -69,13 +69,14 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     tracked, draining = calls.snapshot()
     probes = {k: v for k, v in probe_stats().items() if k in backends}
     s = settings
-    return {"backends": backends, "tracked_calls": tracked, "draining": draining,
+    pools = scheduler.pools.status() if scheduler is not None and scheduler.pools is not None else []
+    return {"backends": backends, "pools": pools, "tracked_calls": tracked, "draining": draining,
             "tokens_per_s": rates.as_dict(), "counters": stats.as_dict(), "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
             "last_resort": _last_resort_status(scheduler),
             "settings": {"policy": s.policy, "tau": str(s.tau), "promotion": s.promotion, "slowdown": s.slowdown,
                          "slots": s.slots, "fairness": s.fairness, "on_disconnect": s.on_disconnect,
-                         "probe_timeout_s": s.probe_timeout_s}}
+                         "probe_timeout_s": s.probe_timeout_s, "pool": s.pool}}
 
 
 def start_status_server(handler, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer | None:

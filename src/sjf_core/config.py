@@ -69,6 +69,7 @@ class AdapterConfig:
     status_port: int | None = None
     scheduler_factory: str | None = None
     disabled: bool = False
+    pool: bool = True  # one queue per model group of several backends (docs/pool.md)
     retired: tuple = ()  # retired keys / env vars that were set (accepted and ignored)
 
 
