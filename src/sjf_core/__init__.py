@@ -19,8 +19,9 @@ Policy
     :func:`make_promotion` and :class:`PromotionStrategy` (starvation guards;
     all rules in :mod:`sjf_core.policy.promotion`).
 Admission
-    :class:`AdmissionQueue`, :class:`Ticket`, :class:`TicketState`, :class:`QueueEvents`,
-    :class:`QueueStats`, :class:`RedisAdmissionQueue`, :class:`OverloadConfig`.
+    :class:`AdmissionQueue` (the contract), its stores :class:`LocalAdmissionQueue` and
+    :class:`RedisAdmissionQueue`, :class:`Ticket`, :class:`TicketState`, :class:`QueueEvents`,
+    :class:`QueueStats`, :class:`OverloadConfig`.
 Errors (messages never contain prompt text)
     :class:`AdmissionRejected` (overload: retry later), :class:`Superseded` (replaced while
     queued), :class:`PredictorError` (a model file is missing or unreadable).
@@ -29,7 +30,10 @@ Extensions
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, Ticket
+from sjf_core.admission._base import AdmissionQueue
+from sjf_core.admission._events import QueueEvents, QueueStats
+from sjf_core.admission._local import LocalAdmissionQueue
+from sjf_core.admission._ticket import Ticket
 from sjf_core.admission._overload import OverloadConfig
 from sjf_core.admission._ticket import TicketState
 from sjf_core.config import BackendConfig, SchedulerConfig
@@ -83,7 +87,7 @@ __all__ = [
     "make_policy", "Policy", "Entry", "CLASS_NAMES", "class_of_tokens", "TauConfig", "TauEstimator", "Fairness",
     "make_promotion", "PromotionStrategy",
     # admission
-    "AdmissionQueue", "Ticket", "TicketState", "QueueEvents", "QueueStats", "RedisAdmissionQueue", "OverloadConfig",
+    "AdmissionQueue", "LocalAdmissionQueue", "Ticket", "TicketState", "QueueEvents", "QueueStats", "RedisAdmissionQueue", "OverloadConfig",
     # errors
     "AdmissionRejected", "Superseded", "PredictorError",
     # extensions
