@@ -15,7 +15,8 @@ from typing import Any
 
 import pluggy
 
-from sjf_core.admission._local import QueueEvents
+from sjf_core.admission._events import QueueEvents
+from sjf_core.config import DEFAULT_PROMOTION
 from sjf_core.ext._labels import backend_label
 from sjf_core.policy._entry import CLASS_NAMES, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta
@@ -119,7 +120,7 @@ class PluginPolicy(Policy):
         self.pm = pm
         self.name = base.name
         self.tau_config = base.tau_config
-        self.promotion = getattr(base, "promotion", "strict")
+        self.promotion = getattr(base, "promotion", None) or DEFAULT_PROMOTION
         self.k = getattr(base, "k", 1)
 
     def __getattr__(self, name: str) -> Any:
