@@ -237,7 +237,8 @@ def _v3_regressor(tmp_path, lexicon=None, calibration=None, name="v3.onnx"):
 
 def test_v3_model_fills_the_lexicon_column_and_applies_the_calibration_map(tmp_path):
     from sjf_core.predict._features_v3 import LEXICON_COL, extract_v3
-    from sjf_core.predict._lexicon import Lexicon, buckets_of, fit_lexicon
+    from sjf_core.predict._lexicon import Lexicon, buckets_of
+    from sjf_lab.lexicon_fit import fit_lexicon
     from sjf_core.predict._predictor import calibrated_log1p
 
     texts = ["What is tea?", "Write a 2000-word essay about tea", "What is salt?", "Write a long story about owls"]
