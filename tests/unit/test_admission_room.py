@@ -1,7 +1,7 @@
 """The admission room's ownership rules: the ticket is the only writer of its state and each
 transition checks itself and emits its event; the door, the grant path and the heartbeat
-work alone, against small hosts that implement only their declared interfaces; the contract
-module imports no store and the room's import graph has no cycle."""
+work alone, against small hosts that implement only their declared interfaces. (The room's
+import graph: tests/unit/test_code_size.py.)"""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from sjf_core.policy._policies import make_policy
 from sjf_core.policy._service import ServiceStats
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-ROOM = SRC / "sjf_core" / "admission"
 
 
 class Queue:
@@ -277,43 +276,3 @@ def _assigns_state(path: Path) -> bool:
 def test_only_the_ticket_assigns_ticket_state():
     writers = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if _assigns_state(p))
     assert writers == ["sjf_core/admission/_ticket.py"]
-
-
-def _imports(path: Path) -> set[str]:
-    """Modules ``path`` imports when it runs (at import time or in a function), leaving out
-    ``if TYPE_CHECKING:`` blocks (annotations only)."""
-    out: set[str] = set()
-
-    def walk(node):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
-                continue
-            if isinstance(child, ast.ImportFrom) and child.module:
-                out.add(child.module)
-            elif isinstance(child, ast.Import):
-                out.update(a.name for a in child.names)
-            walk(child)
-
-    walk(ast.parse(path.read_text(encoding="utf-8")))
-    return out
-
-
-def test_the_contract_imports_no_store():
-    assert _imports(ROOM / "_base.py") <= {"__future__", "typing", "sjf_core.admission._events"}
-
-
-def test_the_admission_room_has_no_import_cycle():
-    graph = {f"sjf_core.admission.{p.stem}": {m for m in _imports(p) if m.startswith("sjf_core.admission.")}
-             for p in ROOM.glob("*.py")}
-    done: set[str] = set()
-
-    def visit(m: str, path: list[str]) -> None:
-        if m in path:
-            raise AssertionError("import cycle: " + " -> ".join(path[path.index(m):] + [m]))
-        if m not in done:
-            for n in sorted(graph.get(m, ())):
-                visit(n, path + [m])
-            done.add(m)
-
-    for m in sorted(graph):
-        visit(m, [])

@@ -147,7 +147,9 @@ class LocalAdmissionQueue(AdmissionQueue):
         return self.overload is not None or self.rate_limit is not None
 
     def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
-        t = Ticket(self, self.make_entry(prediction, meta, arrival))
+        # make_entry inlined (hot path)
+        t = Ticket(self, self.policy.make_entry(next(self._seq), self.clock() if arrival is None else float(arrival),
+                                                prediction, meta))
         if scorer is not None:
             entry = t.entry
             entry.fallback = False
@@ -197,7 +199,10 @@ class LocalAdmissionQueue(AdmissionQueue):
                 for r in tuple(self._running):  # at most `slots` tickets
                     if r._scorer is not None:
                         self._score(r)
-        self.door.admit(t)
+        if t.entry.supersede is None and self.overload is None:
+            self.enqueue(t)  # nothing for the door to do (hot path)
+        else:
+            self.door.admit(t)
 
     def enqueue(self, t: Ticket) -> None:
         """Put an admitted (NEW or deferred) ticket in the pending structure; dispatch."""

@@ -138,16 +138,12 @@ class RedisAdmissionQueue(AdmissionQueue):
         self.local = LocalAdmissionQueue(self.slots, self.policy, name, lease_ttl_s, clock, **dict(local_options or {}))
         self._loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        self._down = False
-        self._retry_at = 0.0
-        self._in_flight = 0
-        self._waiting = 0
+        self._down, self._retry_at = False, 0.0
+        self._in_flight = self._waiting = 0
         self._tau_s = self.local.tau_s  # the configured initial τ, until Redis reports
-        #: the exception types that mean "Redis is unusable" (fail open or closed)
-        self.redis_errors = redis_errors()
-        #: renews this process's waiters and leases; the grant path (enqueue, BLPOP, release)
-        self.heartbeat = Heartbeat(self)
-        self.grants = RedisGrants(self, self.heartbeat)
+        self.redis_errors = redis_errors()  # the exception types that mean "Redis is unusable"
+        self.heartbeat = Heartbeat(self)  # renews this process's waiters and leases
+        self.grants = RedisGrants(self, self.heartbeat)  # enqueue, BLPOP, release
 
     # ---- introspection -------------------------------------------------------------
     @property
