@@ -27,6 +27,13 @@ Errors (messages never contain prompt text)
     queued), :class:`PredictorError` (a model file is missing or unreadable).
 Extensions
     :data:`hookimpl` (pluggy marker for plugins; hook specs in :mod:`sjf_core.ext._hooks`).
+What the adapters use (``litellm_sjf``, ``openai_sjf``: they import nothing private)
+    :func:`backend_label` (a backend key as a metrics label, no credentials); the idle probe
+    that frees an orphan's slot: :func:`probe_gate` (one :class:`ProbeGate` per backend),
+    :func:`probe_request` / :func:`http_probe` (the fixed 1-token request), :func:`probe_stats`,
+    :data:`PROBE_HEADER` (the header that marks it); the scheduling headers a request may send:
+    :data:`HEADER_PREFIX` ("x-sjf-"), :data:`PRIORITY_HEADER`, :data:`DEADLINE_HEADER`,
+    :data:`SUPERSEDE_HEADER`.
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
@@ -42,7 +49,7 @@ from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.policy._tau import TauConfig, TauEstimator
 from sjf_core.policy._tenants import Fairness
 from sjf_core.policy.promotion import PromotionStrategy, make_promotion
-from sjf_core.predict._meta import request_meta
+from sjf_core.predict._meta import DEADLINE_HEADER, HEADER_PREFIX, PRIORITY_HEADER, SUPERSEDE_HEADER, request_meta
 from sjf_core.predict._prediction import Prediction
 from sjf_core.predict._text import scored_text
 
@@ -60,6 +67,13 @@ _LAZY = {
     "FEATURE_NAMES": "sjf_core.predict._features",
     "RedisAdmissionQueue": "sjf_core.admission._redis",  # redis-py only when a queue connects
     "hookimpl": "sjf_core.ext._hooks",  # pluggy
+    "backend_label": "sjf_core.ext._labels",
+    "ProbeGate": "sjf_core.admission._probe",
+    "probe_gate": "sjf_core.admission._probe",
+    "probe_request": "sjf_core.admission._probe",
+    "http_probe": "sjf_core.admission._probe",  # httpx, when a probe is sent
+    "probe_stats": "sjf_core.admission._probe",
+    "PROBE_HEADER": "sjf_core.admission._probe",
 }
 
 
@@ -92,4 +106,7 @@ __all__ = [
     "AdmissionRejected", "Superseded", "PredictorError",
     # extensions
     "hookimpl",
+    # what the adapters use
+    "backend_label", "ProbeGate", "probe_gate", "probe_request", "http_probe", "probe_stats", "PROBE_HEADER",
+    "HEADER_PREFIX", "PRIORITY_HEADER", "DEADLINE_HEADER", "SUPERSEDE_HEADER",
 ]
