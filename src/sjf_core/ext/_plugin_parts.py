@@ -85,18 +85,18 @@ def to_prediction(result: Any) -> Prediction | None:
 class PluginPredictor:
     """Asks the ``sjf_predict`` plugins first, then the base predictor.
 
-    Args:
-        pm: the plugin manager.
+    Args (the wrapped part first, as :class:`PluginPolicy`):
         base: the built-in predictor (anything with ``.predict(text) -> Prediction``), or
             None (plugin predictions only; a request no plugin scores is unscored).
+        pm: the plugin manager.
 
     :meth:`predict` raises when a plugin raises or returns an unusable result; the
     scheduler then counts a predictor error and serves the request in FCFS order.
     """
 
-    def __init__(self, pm: pluggy.PluginManager, base: Any = None):
-        self.pm = pm
+    def __init__(self, base: Any, pm: pluggy.PluginManager):
         self.base = base
+        self.pm = pm
 
     def predict(self, text: str) -> Prediction | None:
         """Prediction for ``text``: the first plugin answer, else the built-in predictor's."""
@@ -112,7 +112,9 @@ class PluginPredictor:
 class PluginPolicy(Policy):
     """A policy whose key may be overridden by ``sjf_ordering_key`` plugins.
 
-    Delegates everything else (τ, pending structure, fallback key) to ``base``.
+    Args (the wrapped part first, as :class:`PluginPredictor`): ``base`` (the policy),
+    ``pm`` (the plugin manager). Delegates everything else (τ, pending structure, fallback
+    key) to ``base``.
     """
 
     def __init__(self, base: Policy, pm: pluggy.PluginManager):
