@@ -46,6 +46,7 @@ from sjf_core.admission._ticket import Ticket
 from sjf_core.policy._entry import class_of_tokens
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN
 from sjf_core.policy._policies import Policy, make_policy
+from sjf_core._faults import note_fault
 
 log = logging.getLogger("sjf_core.admission._redis")
 
@@ -239,8 +240,8 @@ class RedisAdmissionQueue(AdmissionQueue):
         for c in {id(ls.fast): ls.fast, id(ls.blocking): ls.blocking}.values():
             try:
                 await c.aclose()
-            except Exception:
-                pass
+            except Exception:  # closing only: nothing depends on it
+                note_fault(log, f"a Redis client of backend {self.name} did not close cleanly", level=logging.DEBUG)
 
     # ---- what the grant path and the heartbeat use (RedisHost) ----------------------------
     def loop_state(self) -> _LoopState:

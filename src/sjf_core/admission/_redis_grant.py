@@ -25,6 +25,7 @@ from sjf_core._errors import Superseded
 from sjf_core.admission._redis_wire import OWNER, RedisUnavailable, _LoopState
 from sjf_core.admission._ticket import NEW, QUEUED, RUNNING, Ticket
 from sjf_core.policy._entry import class_of_tokens
+from sjf_core._faults import note_fault
 
 if TYPE_CHECKING:
     from sjf_core.admission._redis_heartbeat import Heartbeat
@@ -94,8 +95,10 @@ class RedisGrants:
             cleanup = g.ls.spawn(self.abandon(t))
             try:
                 await asyncio.shield(cleanup)
-            except BaseException:
+            except asyncio.CancelledError:  # cancelled again while cleaning up: the cleanup goes on
                 pass
+            except Exception:
+                note_fault(log, f"leaving the Redis queue of backend {host.name} failed; its waiter TTL cleans up")
             raise
 
     def withdraw(self, t: Ticket) -> None:
@@ -269,8 +272,9 @@ class RedisGrants:
     async def _cancel_quietly(self, ls: _LoopState, rid: str) -> None:
         try:
             await self.host.run(ls, "cancel", [rid])
-        except Exception:
-            pass
+        except Exception:  # best effort: the waiter TTL removes the entry anyway
+            note_fault(log, f"cancelling a waiter on backend {self.host.name} failed; its waiter TTL cleans up",
+                       level=logging.DEBUG)
 
     async def abandon(self, t: Ticket) -> None:
         """The waiter went away: leave the queue, or hand back a slot granted meanwhile."""

@@ -38,15 +38,19 @@ Request metadata (:mod:`sjf_core.predict._meta`) acts on every policy the same w
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
+from sjf_core._faults import note_fault
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
 from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
 from sjf_core.policy.promotion import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DEFAULT_SLOWDOWN,
                                        DEFAULT_WORK_SLACK, PromotionStrategy, make_promotion)
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.policy._tau import TauConfig, TauEstimator
+
+log = logging.getLogger("sjf_core.policy")
 
 @dataclass(frozen=True)
 class RequestMeta:
@@ -178,18 +182,18 @@ class Policy:
                 entry.deadline = None
             entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
             entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
-        try:
-            if prediction is None:
-                raise ValueError("no prediction")
-            key = float(self.key(prediction, meta))
-            if math.isnan(key):
-                raise ValueError("NaN key")
-            entry.key = key
-            entry.klass = prediction.klass
-            entry.expected_tokens = float(prediction.expected_tokens)
-        except Exception:
-            entry.key = self.fallback_key()
-            entry.fallback = True
+        if prediction is not None:
+            try:
+                key = float(self.key(prediction, meta))
+                if key == key:  # not NaN
+                    entry.key = key
+                    entry.klass = prediction.klass
+                    entry.expected_tokens = float(prediction.expected_tokens)
+                    return entry
+            except Exception:
+                note_fault(log, f"policy {self.name!r} could not key a request; it is unscored (FCFS key)")
+        entry.key = self.fallback_key()
+        entry.fallback = True
         return entry
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ comes from ln(1 + tokens) ~ Normal(μ, σ) or, with a calibration map, the map a
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import os
 import threading
@@ -28,11 +29,14 @@ from typing import Sequence
 
 import numpy as np
 
+from sjf_core._faults import note_fault
 from sjf_core.predict._layouts import Layout
 from sjf_core.predict._model_file import (  # noqa: F401  (re-exported: the model-file names callers use)
     DEFAULT_MODEL_FILE, META_BOUNDS, META_CALIBRATION, META_KIND, META_LAYOUT, META_SIGMA, ModelInfo,
     PredictorError, calibrated_log1p, default_model_path, open_model, read_model_info)
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
+
+log = logging.getLogger("sjf_core.predict")
 
 __all__ = [
     "Predictor", "PredictorError", "ModelInfo", "load_predictor", "default_model_path", "read_model_info",
@@ -223,6 +227,7 @@ class Predictor:
             self._session.run_with_iobinding(io)
             b = (xin, yout, io)
         except Exception:  # e.g. a ZipMap (sequence) output cannot be bound: plain run()
+            note_fault(log, "onnxruntime I/O binding unavailable for this model; plain run()", level=logging.INFO)
             self._bind_ok = False
             return None
         self._tls.bind = b

@@ -26,7 +26,12 @@ scheduler treats as unscored (FCFS order, DESIGN.md invariant 5).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
+
+from sjf_core._faults import note_fault
+
+log = logging.getLogger("sjf_core.predict")
 
 __all__ = ["scored_text", "INSTRUCTION_CHARS"]
 
@@ -191,4 +196,5 @@ def scored_text(body: Any, endpoint: str = "chat/completions") -> str | None:
                 return text
         return None
     except Exception:  # pragma: no cover - defensive: never fail a request
+        note_fault(log, "request text could not be read; the request is unscored")
         return None
