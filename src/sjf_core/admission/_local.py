@@ -64,6 +64,9 @@ class LocalAdmissionQueue(AdmissionQueue):
     """
 
     store = "local"
+    #: the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger`, shared with
+    #: every other path to it (the gate, Redis grants); None: this queue's count alone
+    ledger = None
 
     def __init__(
         self,
@@ -128,6 +131,16 @@ class LocalAdmissionQueue(AdmissionQueue):
 
     # ---- introspection -------------------------------------------------------------
     @property
+    def loop(self):
+        """The event loop this queue grants on (None before the first ``acquire``)."""
+        return self.grants.loop
+
+    def wake(self) -> None:
+        """Grant waiters now if there is room: the backend's ledger freed a unit on another
+        path (call it on :attr:`loop`)."""
+        self._dispatch()
+
+    @property
     def in_flight(self) -> int:
         """Tickets holding a slot now."""
         return self._in_flight
@@ -185,6 +198,8 @@ class LocalAdmissionQueue(AdmissionQueue):
         return service_s
 
     def _refill(self) -> None:
+        if self.ledger is not None:  # the freed unit: to a waiter of another path, or back
+            self.ledger.give(self)
         self._dispatch()
 
     # ---- what the door and the grant path use (DoorHost, FutureHost) -----------------------
@@ -271,8 +286,13 @@ class LocalAdmissionQueue(AdmissionQueue):
 
     def _dispatch(self) -> None:
         """Grant free slots to waiters (work-conserving, invariant 3)."""
-        pending, stats, grants = self.pending, self.stats, self.grants
+        pending, stats, grants, ledger = self.pending, self.stats, self.grants, self.ledger
+        reserved = False  # a unit of the ledger taken for the next grant
         while self._in_flight < self.slots and len(pending):
+            if ledger is not None and not reserved:
+                if not ledger.try_take():  # another path (gate, Redis grant) holds the room
+                    break
+                reserved = True
             now = self.clock()
             entry = pending.pop(now)
             if entry is None:
@@ -280,6 +300,7 @@ class LocalAdmissionQueue(AdmissionQueue):
             t: Ticket = entry.payload
             if grants.gone(t):  # cancelled while being popped
                 continue
+            reserved = False
             self._in_flight += 1
             stats.dispatched += 1
             if entry.promoted:
@@ -294,6 +315,8 @@ class LocalAdmissionQueue(AdmissionQueue):
                 self.overload.dispatched(entry, now)
             t.grant(now - entry.arrival)
             grants.wake(t)
+        if reserved:
+            ledger.give(self)
         if self.door.deferred:
             self.door.wake()
 

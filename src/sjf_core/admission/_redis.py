@@ -87,6 +87,8 @@ class RedisAdmissionQueue(AdmissionQueue):
     """
 
     store = "redis"
+    #: the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger` (or None)
+    ledger = None
 
     def __init__(
         self,

@@ -45,7 +45,7 @@ class RedisGrant:
     """
 
     __slots__ = ("ls", "rid", "epoch", "fence", "dispatched_server", "server_arrival", "work", "hold_deadline",
-                 "enqueue_task", "acq_task", "release_task", "delegate")
+                 "enqueue_task", "acq_task", "release_task", "delegate", "unit")
 
     def __init__(self, ls: _LoopState):
         self.ls = ls
@@ -56,6 +56,7 @@ class RedisGrant:
         self.acq_task: asyncio.Task | None = None
         self.release_task: asyncio.Task | None = None
         self.delegate: Ticket | None = None
+        self.unit = False  # it holds a unit of the backend's in-process ledger (_ledger.py)
 
 
 class RedisGrants:
@@ -128,6 +129,9 @@ class RedisGrants:
             g.delegate.release(answer_tokens)
             return
         g.ls.held.pop(g.fence, None)
+        if g.unit:
+            g.unit = False
+            self.host.ledger.give()
         true_class = -1
         if answer_tokens is not None:
             try:
@@ -189,7 +193,7 @@ class RedisGrants:
             host.summary(r, 4, ls)
             if r[3]:
                 self._granted(t, r[3])
-                return
+                return await self._room(t)
             ls.waiting[g.rid] = t
             self.heartbeat.ensure(ls)
             try:
@@ -198,7 +202,7 @@ class RedisGrants:
                 ls.waiting.pop(g.rid, None)
                 return await self._unavailable(t, exc)
             if status == "granted":
-                return
+                return await self._room(t)
             ls.waiting.pop(g.rid, None)
             if status == "superseded":
                 host.stats.superseded += 1
@@ -230,6 +234,15 @@ class RedisGrants:
                 # the script pushed the status to the wake list: consume it
                 await ls.fast.delete(wake)
                 return statuses[0]
+
+    async def _room(self, t: Ticket) -> None:
+        """Hold a unit of the in-process ledger too: a grant of Redis waits while this
+        process's other paths (fail-open local queue, last-resort gate) fill the backend."""
+        ledger = self.host.ledger
+        if ledger is not None:
+            if not ledger.try_take():
+                await ledger.take()
+            t.redis.unit = True
 
     def _granted(self, t: Ticket, signal: str) -> None:
         host, g = self.host, t.redis

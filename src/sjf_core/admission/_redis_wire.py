@@ -150,7 +150,8 @@ class RedisHost(Protocol):
     Attributes: ``name`` (backend key), ``tag`` (key prefix), ``stats``, ``clock``,
     ``lease_ttl_s`` (hold limit or None), ``waiter_ttl_s`` / ``redis_lease_ttl_s`` /
     ``retry_s`` (s), ``fail_mode``, ``fairness``, ``local`` (the fail-open queue),
-    ``redis_errors`` (the exception types that mean "Redis unusable"), ``degraded``.
+    ``redis_errors`` (the exception types that mean "Redis unusable"), ``degraded``,
+    ``ledger`` (the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger`, or None).
     """
 
     name: str
@@ -166,6 +167,7 @@ class RedisHost(Protocol):
     local: "LocalAdmissionQueue"
     redis_errors: tuple[type[BaseException], ...]
     degraded: bool
+    ledger: Any
 
     def loop_state(self) -> _LoopState:
         """The running loop's clients, scripts and live tickets."""

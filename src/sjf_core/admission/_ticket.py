@@ -80,7 +80,7 @@ class Ticket:
             await call_backend()
     """
 
-    # _fut, _lease, _scorer belong to the local store (a future grants the slot)
+    # _fut, _lease, _scorer belong to the in-process stores (local queue: a future grants the slot; gate: _lease)
     __slots__ = ("queue", "entry", "state", "mode", "redis", "loop", "_fut", "_lease", "_scorer", "__weakref__")
 
     def __init__(self, queue: "AdmissionQueue", entry: "Entry"):
