@@ -27,9 +27,7 @@ import logging
 import time
 from typing import Any, Callable, Mapping
 
-from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core._scheduler import backend_key
-from sjf_core.admission._last_resort import LastResort
+from sjf_core import AdmissionRejected, LastResort, Superseded, backend_key
 
 from ._calls import Call, CallRegistry
 from ._fail_open import REFUSALS, fail_open, log_fault
@@ -250,7 +248,7 @@ class Admission:
         """``slots: auto``: ask the backend once (concurrent first requests share the answer)."""
         fut = self._auto_slots.get(backend)
         if fut is None:
-            from sjf_core.ext._metrics import backend_label
+            from sjf_core import backend_label
 
             fut = self._auto_slots[backend] = asyncio.get_running_loop().create_future()
             n, why = (await backend_slots(target)) if target is not None else (None, "the deployment has no api_base")

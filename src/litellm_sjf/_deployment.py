@@ -22,10 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from sjf_core.admission._probe import OLLAMA_PROVIDERS, http_probe
+from sjf_core import http_probe
 
 #: timeout of the ``GET /props`` question, seconds
 PROPS_TIMEOUT_S = 5.0
+#: LiteLLM providers that speak Ollama's native API (probed with Ollama's ``/api/generate``):
+#: LiteLLM's knowledge, so the plugin's, not the core's
+OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
 
 
 @dataclass(frozen=True)

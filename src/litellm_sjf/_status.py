@@ -19,7 +19,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sjf_core.admission._probe import probe_stats
+from sjf_core import probe_stats
 
 from ._tenancy import tenant_status
 

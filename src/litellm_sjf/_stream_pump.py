@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any, AsyncIterator
 
-from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core import AdmissionRejected, Superseded
 
 from ._calls import Call, CallRegistry, usage_tokens
 from ._stats import HandlerStats
@@ -218,7 +218,7 @@ class StreamPump:
     def _warn_undrainable(self, backend: str) -> None:
         self.stats.drain_unavailable += 1
         if backend not in self._drain_warned:
-            from sjf_core.ext._metrics import backend_label
+            from sjf_core import backend_label
 
             self._drain_warned.add(backend)
             log.warning("litellm_sjf: the streams of backend %s cannot be drained (on_disconnect: drain); "

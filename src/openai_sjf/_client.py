@@ -23,7 +23,7 @@ from typing import Any
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HttpLib, lib_of_client
-from sjf_core.ext._metrics import start_metrics
+from sjf_core import start_metrics
 
 from ._registry import scheduler_for
 from ._orphans import DEFAULT_PROBE_TIMEOUT_S

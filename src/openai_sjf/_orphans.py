@@ -28,7 +28,7 @@ import json
 import logging
 from typing import Iterable
 
-from sjf_core.admission._probe import PROBE_HEADER, probe_gate, probe_request
+from sjf_core import PROBE_HEADER, probe_gate, probe_request
 
 log = logging.getLogger("openai_sjf")
 

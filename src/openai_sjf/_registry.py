@@ -27,7 +27,7 @@ import threading
 import warnings
 from typing import Any
 
-from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
+from sjf_core import Scheduler, backend_key, default_scheduler
 from sjf_core.config import SchedulerConfig
 
 _lock = threading.Lock()

@@ -31,8 +31,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core.admission._last_resort import LastResort
+from sjf_core import AdmissionRejected, LastResort, Superseded
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HTTPX, HttpLib, flavour, lib_of_transport

@@ -33,7 +33,8 @@ What the adapters use (``litellm_sjf``, ``openai_sjf``: they import nothing priv
     :func:`probe_request` / :func:`http_probe` (the fixed 1-token request), :func:`probe_stats`,
     :data:`PROBE_HEADER` (the header that marks it); the scheduling headers a request may send:
     :data:`HEADER_PREFIX` ("x-sjf-"), :data:`PRIORITY_HEADER`, :data:`DEADLINE_HEADER`,
-    :data:`SUPERSEDE_HEADER`.
+    :data:`SUPERSEDE_HEADER`; :class:`LastResort` (``Scheduler.last_resort``: where a request
+    whose admission raised waits, FIFO within the backend's slots).
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
@@ -74,6 +75,7 @@ _LAZY = {
     "http_probe": "sjf_core.admission._probe",  # httpx, when a probe is sent
     "probe_stats": "sjf_core.admission._probe",
     "PROBE_HEADER": "sjf_core.admission._probe",
+    "LastResort": "sjf_core.admission._last_resort",
 }
 
 
@@ -108,5 +110,5 @@ __all__ = [
     "hookimpl",
     # what the adapters use
     "backend_label", "ProbeGate", "probe_gate", "probe_request", "http_probe", "probe_stats", "PROBE_HEADER",
-    "HEADER_PREFIX", "PRIORITY_HEADER", "DEADLINE_HEADER", "SUPERSEDE_HEADER",
+    "HEADER_PREFIX", "PRIORITY_HEADER", "DEADLINE_HEADER", "SUPERSEDE_HEADER", "LastResort",
 ]

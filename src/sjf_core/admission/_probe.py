@@ -49,11 +49,7 @@ PROBE_HEADER = "x-sjf-probe"
 PROBE_PROMPT = "."
 OUTCOMES = ("sent", "ok", "timeout", "error", "unreachable", "shared")
 
-__all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT",
-           "OLLAMA_PROVIDERS"]
-
-#: LiteLLM providers that speak Ollama's native API.
-OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
+__all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT"]
 
 
 class ProbeGate:
