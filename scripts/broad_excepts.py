@@ -12,7 +12,9 @@ alone or in a tuple. It is *accounted for* when its body (nested blocks included
   function whose name starts with ``count``), or
 * hands the exception to a function that logs and counts: :func:`sjf_core._faults.note_fault`,
   ``emit_failed``, ``log_fault``, a ``mark_down`` (any name containing ``fault`` or
-  ``mark_down``).
+  ``mark_down``), or
+* passes the exception on: the name it is bound to (``except Exception as exc``) is used in
+  the body (an argument, a stored value, a reason returned to the caller).
 
 Runtime packages: ``sjf_core``, ``litellm_sjf``, ``openai_sjf``. Prints one
 ``path:line`` per unaccounted handler (``--all``: every broad handler, with its verdict);
@@ -49,8 +51,11 @@ def _call_name(call: ast.Call) -> str:
 
 
 def verdict(handler: ast.ExceptHandler) -> str | None:
-    """How ``handler`` accounts for what it catches ("raises", "logs", "counts"), or None."""
+    """How ``handler`` accounts for what it catches ("raises", "logs", "counts", "passes on"),
+    or None."""
     for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+        if handler.name and isinstance(node, ast.Name) and node.id == handler.name:
+            return "passes on"
         if isinstance(node, ast.Raise):
             return "raises"
         if isinstance(node, ast.Call):

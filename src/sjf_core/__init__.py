@@ -34,10 +34,12 @@ What the adapters use (``litellm_sjf``, ``openai_sjf``: they import nothing priv
     :data:`PROBE_HEADER` (the header that marks it); the scheduling headers a request may send:
     :data:`HEADER_PREFIX` ("x-sjf-"), :data:`PRIORITY_HEADER`, :data:`DEADLINE_HEADER`,
     :data:`SUPERSEDE_HEADER`; :class:`LastResort` (``Scheduler.last_resort``: where a request
-    whose admission raised waits, FIFO within the backend's slots).
+    whose admission raised waits, FIFO within the backend's slots); :func:`note_fault` (log an
+    absorbed fault without prompt text, and count it) and :func:`fault_counts`.
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core._faults import fault_counts, note_fault
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents, QueueStats
 from sjf_core.admission._local import LocalAdmissionQueue
@@ -111,4 +113,5 @@ __all__ = [
     # what the adapters use
     "backend_label", "ProbeGate", "probe_gate", "probe_request", "http_probe", "probe_stats", "PROBE_HEADER",
     "HEADER_PREFIX", "PRIORITY_HEADER", "DEADLINE_HEADER", "SUPERSEDE_HEADER", "LastResort",
+    "note_fault", "fault_counts",
 ]

@@ -11,19 +11,13 @@ _spec = importlib.util.spec_from_file_location("tree_lines", ROOT / "scripts" / 
 tree_lines = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tree_lines)
 
-#: Runtime functions still over the limit (adapters, issue 24 phase B); the list only shrinks.
-KNOWN_LONG = {"openai_sjf/_client.py wrap", "openai_sjf/_registry.py scheduler_for",
-              "openai_sjf/_transport.py handle_async_request"}
-
-
 def test_no_runtime_module_over_350_lines():
     _, over = tree_lines.tree(ROOT / "src", 350)
     assert over == []
 
 
-def test_no_new_runtime_function_over_60_lines():
-    long = {f"{hit.split(':')[0]} {hit.split()[1]}" for hit in tree_lines.long_functions(ROOT / "src", 60)}
-    assert long <= KNOWN_LONG, sorted(long - KNOWN_LONG)
+def test_no_runtime_function_over_60_lines():
+    assert tree_lines.long_functions(ROOT / "src", 60) == []
 
 
 def test_the_admission_room_has_no_import_cycle_and_its_contract_imports_no_store():
