@@ -7,7 +7,8 @@ locals, which could carry prompt text (invariant 6) — at ``level`` (default WA
 first time a (``what``, type) pair occurs in this process and at DEBUG after that, so a
 fault on every request does not flood the log; and it counts every occurrence
 (:func:`fault_counts`). Never raises. ``scripts/broad_excepts.py`` (and its unit test)
-checks that no broad ``except`` of the runtime is silent.
+checks that no broad ``except`` of the runtime is silent; every fail-open case is listed
+in one place, docs/architecture.md ("Fail-open cases").
 """
 
 from __future__ import annotations
