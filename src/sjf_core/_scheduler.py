@@ -264,7 +264,8 @@ class Scheduler:
         """
         if prediction is None:
             prediction = self.predict(body, endpoint)
-        t = self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
+        key = backend_key(backend)  # once: queue and metadata defaults look it up as is
+        t = self.queue(key).ticket(prediction, self.meta(key, body, headers, api_key, team), arrival)
         if self.memory is not None:
             t.entry.evidence = handle_of(prediction)
         return t
@@ -307,7 +308,8 @@ class Scheduler:
             endpoint: as in :meth:`ticket`.
             arrival: as in :meth:`ticket`.
         """
-        q = self.queue(backend)
+        key = backend_key(backend)  # once: queue and metadata defaults look it up as is
+        q = self.queue(key)
         lazy = LazyEvidence(self, load, endpoint) if self.memory is not None else None
 
         def score():
@@ -315,7 +317,7 @@ class Scheduler:
             prediction = self.predict(body, endpoint)
             if lazy is not None:
                 lazy.handle, lazy.scored = handle_of(prediction), True
-            return prediction, self.meta(backend, body, headers, api_key)
+            return prediction, self.meta(key, body, headers, api_key)
 
         t = q.ticket(None, None, arrival, scorer=score)  # a store that needs the class at the door scores at once
         if lazy is not None:
