@@ -32,6 +32,8 @@ import logging
 import time
 from typing import Any, Mapping
 
+from sjf_core import note_fault
+
 from ._calls import Call, CallRegistry
 from ._deployment import probe_target
 from ._fail_open import REFUSALS, fail_open, log_fault
@@ -81,6 +83,7 @@ def down_cause(exc: Any) -> str | None:
         if isinstance(exc, litellm.APIConnectionError):
             return "connection failed"
     except Exception:
+        note_fault(log, "litellm_sjf could not classify a failed attempt; the backend stays in rotation")
         return None
     code = getattr(exc, "status_code", None)
     if isinstance(code, int) and 500 <= code < 600:

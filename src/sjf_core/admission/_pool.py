@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from sjf_core._faults import note_fault
 from sjf_core.policy._fair_share import pending_of
 from sjf_core.policy._pool_rule import PoolRule
 
@@ -111,7 +112,7 @@ class PoolQueue:
         self._loop = loop
         for m in self.members:
             if getattr(m, "ledger_wake", None) is not None:
-                m.ledger_wake._loop = loop
+                m.ledger_wake.loop = loop
         entry = self.policy.make_entry(next(self._seq), self.clock() if arrival is None else float(arrival),
                                        prediction, meta)
         fut = loop.create_future()
@@ -156,15 +157,15 @@ class PoolQueue:
         try:
             self.pending.observe(entry, service_s, true_class, answer_tokens)
         except Exception:
-            log.exception("pool %s: policy observe failed", self.name)
+            note_fault(log, "pool policy observe failed; its statistics miss one request")
 
     # ---- dispatch -------------------------------------------------------------------------
     def dispatch(self) -> None:
         """Hand free member slots to the head of the queue (work-conserving). Never raises."""
         try:
             self._dispatch(self.clock())
-        except Exception:  # a fault here must not stall the pool: log, the next event retries
-            log.exception("pool %s: dispatch failed", self.name)
+        except Exception:  # a fault here must not stall the pool: the next event retries
+            note_fault(log, "pool dispatch failed; the next release or arrival dispatches again", level=logging.ERROR)
 
     def _dispatch(self, now: float) -> None:
         for entry, member in self.rule.ready(now):

@@ -28,6 +28,7 @@ import math
 import time
 from typing import Any, Callable
 
+from sjf_core._faults import note_fault
 from sjf_core.admission._events import QueueEvents
 from sjf_core.policy._entry import class_of_tokens
 from sjf_core.policy._pool_rule import PoolMember
@@ -103,6 +104,7 @@ class LiveMember(PoolMember):
                 try:
                     ok = bool(await self.health_check())
                 except Exception:
+                    note_fault(log, f"pool member health check failed; {self.key} stays out of rotation", level=logging.DEBUG)
                     ok = False
             if ok:
                 self.mark_up()
@@ -156,13 +158,13 @@ class MemberWatch(QueueEvents):
 
 class _LedgerWake:
     """Watches a member's slot ledger for the pools: a unit freed by another path (the
-    last-resort gate) wakes them (the ledger's watcher protocol: ``_loop``, ``_dispatch``)."""
+    last-resort gate) wakes them (the ledger's watcher protocol: ``loop``, ``wake()``)."""
 
     def __init__(self, member: LiveMember):
         self.member = member
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def _dispatch(self) -> None:
+    def wake(self) -> None:
         self.member.wake_pools()
 
 

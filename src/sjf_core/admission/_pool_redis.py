@@ -103,8 +103,13 @@ class RedisPool:
         """The shared queue keeps its own statistics in Redis."""
 
     def dispatch(self) -> None:
-        """A member's state changed: the capacity follows; Redis grants on the next release."""
-        self.queue.slots = max(1, self.slots)
+        """A member's state changed: the capacity follows (the shared queue's slots and this
+        process's ledger of it); Redis grants on the next release."""
+        n = max(1, self.slots)
+        self.queue.slots = n
+        ledger = getattr(self.queue, "ledger", None)
+        if ledger is not None and ledger.slots != n:
+            ledger.resize(n)
 
     async def admit(self, prediction: Any, meta: Any, arrival: float | None,
                     make_ticket: Callable[[str], Any], timeout: float | None = None) -> PooledTicket:
