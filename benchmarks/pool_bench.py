@@ -140,12 +140,52 @@ def row_env(row: str, trace: str) -> dict:
     return {}
 
 
+def members_back(proxy, timeout_s: float = 60.0) -> None:
+    """--kill: before the next burst, wait until the pool has the revived backend back."""
+    import urllib.request
+
+    port, end = getattr(proxy, "status_port", None), time.monotonic() + timeout_s
+    while port is not None and time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/sjf/status", timeout=5) as r:
+                pools = json.loads(r.read()).get("pools", [])
+            if all(m["healthy"] for p in pools for m in p["members"]):
+                return
+        except Exception:
+            pass
+        time.sleep(0.2)
+
+
+def redis_enqueued(proxy, emus) -> int:
+    """Redis mode: requests that entered the shared queues so far (the pool's, or the backends'
+    when the pool is off), from Redis's own counters."""
+    from sjf_core._scheduler import backend_key
+    from sjf_core.admission._redis import RedisAdmissionQueue
+
+    keys = sorted(backend_key(e.base_url) for e in emus)
+    names = keys if proxy.pool_off else ["pool:" + "+".join(keys)]
+
+    async def count() -> int:
+        total = 0
+        for name in names:
+            q = RedisAdmissionQueue(proxy.redis[0], name=name, prefix=proxy.redis[1])
+            try:
+                total += (await q.snapshot())["enqueued"]
+            finally:
+                await q.aclose()
+        return total
+
+    return asyncio.run(count())
+
+
 def queued(proxy, emus) -> int:
     """Requests of the burst queued so far: in the plugin's queues (its status), or inside the
     emulators' FIFOs without the plugin."""
+    if getattr(proxy, "redis", None):
+        return redis_enqueued(proxy, emus) - proxy.enqueued_before
     port = getattr(proxy, "status_port", None)
     if port is None:
-        return sum(e.stats().get("waiting", 0) for e in emus) if not getattr(proxy, "redis", False) else 10**9
+        return sum(e.stats().get("waiting", 0) for e in emus)
     import urllib.request
 
     try:
@@ -169,8 +209,10 @@ async def one_burst(proxy, emus, jobs, label: str, settle_s: float, kill_after: 
         end = time.monotonic() + 60
         while any(e.stats().get("held", 0) < 1 for e in emus) and time.monotonic() < end:
             await asyncio.sleep(0.05)
-        task = asyncio.ensure_future(drive(jobs, main, label))
         loop = asyncio.get_running_loop()
+        if getattr(proxy, "redis", None):
+            proxy.enqueued_before = await loop.run_in_executor(None, redis_enqueued, proxy, emus)
+        task = asyncio.ensure_future(drive(jobs, main, label))
         end = time.monotonic() + 300
         while await loop.run_in_executor(None, queued, proxy, emus) < len(jobs) and time.monotonic() < end:
             await asyncio.sleep(0.1)
@@ -205,7 +247,8 @@ def run_row(row: str, emus, jobs, trace: str, args, redis_url: str | None) -> di
     if port is not None:
         env["SJF_STATUS_PORT"] = str(port)
     proxy = LiteLLMProxy(cfg, num_workers=workers, env=env, startup_timeout_s=600).start()
-    proxy.status_port, proxy.redis = port, redis_url is not None and row != "no-plugin"
+    proxy.status_port, proxy.pool_off = port, row == "per-backend"
+    proxy.redis = (redis_url, env["SJF_REDIS_PREFIX"]) if redis_url is not None and row != "no-plugin" else None
     rows = []
     try:
         for rep in range(args.reps):
@@ -213,6 +256,8 @@ def run_row(row: str, emus, jobs, trace: str, args, redis_url: str | None) -> di
                 if hasattr(e, "revive"):
                     e.revive()
                 e.reset()
+            if args.kill:
+                members_back(proxy)
             kill = len(jobs) // 4 if args.kill else None
             records, t0 = asyncio.run(one_burst(proxy, emus, jobs, row, args.settle_s, kill, not args.no_stream))
             time.sleep(0.5)
@@ -244,6 +289,7 @@ def combine(row: str, jobs, reps) -> dict:
         "max_in_flight": [max(p["max_in_flight"][b] for p in per) for b in range(k)],
         "failed": sum(p["failed"] for p in per), "completed": sum(p["completed"] for p in per),
         "makespan_s": [round(p["makespan_s"], 2) for p in per], "reps": len(per),
+        "busy_s": [[round(x, 2) for x in p["busy_s"]] for p in per],
     }
 
 
@@ -256,6 +302,10 @@ def print_table(results: dict, args) -> None:
            f"{'served':>12}{'idle∧wait':>10}{'  excl. hand-offs':>17}{'hand-off p50/max':>17}"
            f"{'max in flight':>15}{'failed':>7}")
     print(hdr)
+    if args.kill:
+        for label, r in results.items():
+            print(f"  {label}: per burst, time to drain (release → last answer) vs the survivor's serial work: "
+                  + ", ".join(f"{m:.2f} s vs {b[1]:.2f} s" for m, b in zip(r["makespan_s"], r["busy_s"])))
     for label, r in results.items():
         red = 1 - r["short_p50_s"] / base["short_p50_s"] if base else math.nan
         infl = r["long_p95_s"] / base["long_p95_s"] - 1 if base else math.nan

@@ -188,3 +188,31 @@ def test_status_and_prometheus_show_the_pool():
         await settle()
 
     asyncio.run(main())
+
+
+def test_a_down_member_comes_back_when_its_health_check_passes(monkeypatch):
+    import sjf_core.admission._pool_members as pm
+
+    monkeypatch.setattr(pm, "DOWN_RETRY_S", 0.001)
+    answers = [False, RuntimeError("unreachable"), True]
+
+    async def check():
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    async def main():
+        s = sched()
+        pool = s.pool([A, B])
+        member = pool.members[0]
+        member.health_check = check
+        member.mark_down("HTTP 500")
+        assert not member.healthy and member.free() == 0
+        for _ in range(2000):
+            if member.healthy:
+                break
+            await asyncio.sleep(0.001)
+        assert member.healthy and answers == [] and member.status()["down_reason"] == ""
+
+    asyncio.run(main())

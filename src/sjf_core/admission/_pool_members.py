@@ -38,7 +38,7 @@ log = logging.getLogger("sjf_core.admission.pool")
 #: first wait before a down member is checked again, seconds (LiteLLM's default cooldown is 5 s)
 DOWN_RETRY_S = 1.0
 #: longest wait between two health checks of a down member, seconds
-MAX_RETRY_S = 30.0
+MAX_RETRY_S = 10.0
 
 
 class LiveMember(PoolMember):

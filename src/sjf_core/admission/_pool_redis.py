@@ -51,10 +51,28 @@ class PooledTicket:
         return getattr(self.member, name)
 
     def release(self, answer_tokens: int | None = None) -> bool:
-        """Release the member's slot, then the pool's (idempotent, as each ticket's)."""
+        """Release the member's slot, then — once Redis has it back — the pool's, so that the
+        waiter the pool's slot wakes finds the member free (idempotent, as each ticket's)."""
         done = self.member.release(answer_tokens)
-        self.pool.release(answer_tokens)
+        loop = self.member.loop
+        if loop is None or loop.is_closed():
+            self.pool.release(answer_tokens)
+            return done
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            loop.create_task(self._pool_after(answer_tokens))
+        else:
+            asyncio.run_coroutine_threadsafe(self._pool_after(answer_tokens), loop)
         return done
+
+    async def _pool_after(self, answer_tokens: int | None) -> None:
+        try:
+            await self.member.arelease(answer_tokens)  # released already: waits until Redis has it
+        finally:
+            self.pool.release(answer_tokens)
 
     async def arelease(self, answer_tokens: int | None = None) -> bool:
         done = await self.member.arelease(answer_tokens)

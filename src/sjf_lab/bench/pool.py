@@ -155,6 +155,9 @@ def pool_row(jobs: Sequence[Job], records: Sequence[RequestRecord], stats: Seque
         "handoff_gap_p50_s": gaps[len(gaps) // 2] if gaps else math.nan,
         "handoff_gap_max_s": gaps[-1] if gaps else math.nan,
         "max_in_flight": [int(s.get("max_in_flight", 0)) for s in stats],
+        # seconds each backend spent serving the burst (its serial work)
+        "busy_s": [sum(min(float(r.get("t_out", r["t_start"])), math.inf) - float(r["t_start"]) for r in _served(o)
+                       if r.get("hash") in hashes and float(r["t_start"]) >= t0) for o in orders],
         "failed": summ.failed,
         "completed": len(records) - summ.failed,
         "makespan_s": max((r.end for r in records if math.isfinite(r.end)), default=math.nan) - t0,
