@@ -439,17 +439,27 @@ async def test_waiters_do_not_poll(stores):
         hold = q.ticket(pred(0.1))
         await hold.acquire()
 
+        modes = []
+
         async def job():
-            async with q.ticket(pred(0.5)):
-                pass
+            async with q.ticket(pred(0.5)) as t:
+                modes.append(t.mode)
 
         tasks = [asyncio.create_task(job()) for _ in range(5)]
         r = ra.Redis.from_url(srv.url, decode_responses=True)
-        for _ in range(2000):  # event-based: until all five wait in Redis (and block in BLPOP)
+
+        async def all_wait_in_redis():
             info = await r.info("commandstats")
-            if (await q.snapshot())["waiting"] == 5 and info.get("cmdstat_blpop", {}).get("calls", 0) >= 5:
-                break
-            await asyncio.sleep(0.005)
+            return (await q.snapshot())["waiting"] == 5 and info.get("cmdstat_blpop", {}).get("calls", 0) >= 5
+
+        # until all five wait in Redis and block in BLPOP; a waiter that failed open to the
+        # local queue would send Redis nothing either, so not getting there is a failure
+        try:
+            await wait_until(all_wait_in_redis, timeout=30)
+        except AssertionError:
+            raise AssertionError(f"the five waiters never all waited in Redis: {await q.snapshot()}, "
+                                 f"failopen={q.stats.failopen}, local waiting={q.local.waiting}") from None
+        assert q.stats.failopen == 0 and q.local.waiting == 0
         before = await r.info("commandstats")
         await asyncio.sleep(2.0)  # LiteLLM's scheduler would poll ~66 times per waiter here
         after = await r.info("commandstats")
@@ -462,6 +472,7 @@ async def test_waiters_do_not_poll(stores):
         assert {k: n for k, n in delta.items() if k != "evalsha"} == expected, delta
         await hold.arelease()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert modes == ["redis"] * 5 and hold.mode == "redis"  # all granted by Redis
         await q.aclose()
 
 
