@@ -596,6 +596,7 @@ async def test_fail_closed_refuses_before_admission():
     await q.aclose()
 
 
+@pytest.mark.xfail(strict=True, reason="issue 20: fail-open bypasses the slot bound; fixed on branch failsafe")
 async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
     caplog.set_level(logging.WARNING, logger="sjf_core.admission._redis")
     with RedisServer() as srv:
@@ -604,13 +605,19 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
         done = []
         admitted = set()
         modes = []
+        running = 0
+        peak = {"redis": 0, "local": 0}  # in flight at the backend the two stores share, by the mode of the newcomer
 
         async def job(i):
+            nonlocal running
             q = qs[i % 2]
             async with q.ticket(pred(random.Random(i).random())) as t:
                 admitted.add(i)
                 modes.append(t.mode)
+                running += 1
+                peak[t.mode] = max(peak[t.mode], running)
                 await asyncio.sleep(0.03)
+                running -= 1
             done.append(i)
 
         tasks = [asyncio.create_task(job(i)) for i in range(40)]
@@ -630,6 +637,9 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
         assert any("reachable again" in m for m in msgs)
         for q in qs:
             await q.aclose()
+        # last, so that the xfail above hides no other check: the backend (slots=1) never
+        # saw more than one, while both stores failed open and after Redis came back
+        assert max(peak.values()) <= 1, f"in flight at the backend: {peak} (slots=1)"
 
 
 async def test_leases_are_reasserted_after_redis_lost_its_data():
