@@ -714,17 +714,32 @@ async def test_failed_probe_falls_back_to_the_lease_or_releases(emulator_factory
     assert q.stats.dispatched == q.stats.released
 
 
+@pytest.mark.xfail(strict=True, reason="issue 20: fail-open bypasses the slot bound; fixed on branch failsafe")
 async def test_internal_scheduler_fault_sends_the_request_anyway(emulator_factory):
+    """An internal fault (the scheduler's queue() raises) fails no request, streamed or
+    not, and the requests it lets through still meet the slot bound: six at once, never
+    more than one (slots=1) at the backend."""
     class BrokenScheduler(Scheduler):
         def queue(self, backend="default"):
             raise RuntimeError("scheduler bug")
 
-    emu = await emulator_factory(tokens_per_s=4000)
+    n = 6
+    # 20 tokens at 400 tokens/s: each holds the backend ~50 ms, so six at once overlap there
+    emu = await emulator_factory(tokens_per_s=400, slots=1,
+                                 trace_records=[{"prompt": f"short {i}", "answer_tokens": 20} for i in range(n)])
     client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0),
                              scheduler=BrokenScheduler(predictor=KeywordPredictor()))
-    r = await client.chat.completions.create(model="m", messages=msg("short"))
-    assert r.choices[0].message.content
-    s = await client.chat.completions.create(model="m", messages=msg("short"), stream=True)
-    assert [c async for c in s]
-    assert openai_sjf.transport_of(client).stats.internal_errors == 2
-    assert emu.stats()["served"] == 2
+
+    async def one(i):
+        if i % 2:
+            s = await client.chat.completions.create(model="m", messages=msg(f"short {i}"), stream=True)
+            return "".join([c.choices[0].delta.content or "" async for c in s if c.choices])
+        r = await client.chat.completions.create(model="m", messages=msg(f"short {i}"))
+        return r.choices[0].message.content
+
+    answers = await asyncio.gather(*(one(i) for i in range(n)))
+    assert all(answers)
+    assert openai_sjf.transport_of(client).stats.internal_errors == n
+    st = emu.stats()
+    assert st["served"] == n
+    assert st["max_in_flight"] <= st["slots"], f"{st['max_in_flight']} at once at the backend, slots={st['slots']}"
