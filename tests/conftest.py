@@ -60,70 +60,17 @@ def redis_url(redis_server):
 
 
 # ==== backend truth across a whole test (owner: tests) ======================================
-# "The backend never sees more than `slots` user requests from us" (DESIGN.md invariant 1)
-# is checked after EVERY test that started an emulator, however it was started (the
-# emulator_factory fixture, an EmulatorThread of a module's harness, a helper): each
-# Emulator.start() registers the emulator here. Its ``peak_in_flight`` (user requests only:
-# our idle probe, the one documented exception, is counted apart) must stay <= its slots.
-# The check runs in the test's call phase, so that ``xfail`` covers a known breach, and
-# again at teardown for what fixtures did after the call.
-# A test that sends more than slots on purpose (the emulator's own tests, baselines without
-# the plugin) says so: ``@pytest.mark.backend_may_exceed_slots(reason=...)``.
-import functools
-import weakref
-
-_LIVE_EMULATORS: "weakref.WeakSet" = weakref.WeakSet()  # every started emulator still alive
-_STARTED_IN_TEST: list = []  # started since the last check: kept alive until it ran
-_PEAK_SEEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # emulator -> peak at the last check
-
-
-def _register_started_emulators() -> None:
-    try:
-        from sjf_lab.emulator import Emulator
-    except ImportError:  # the lab extra is missing: no emulator can start either
-        return
-    if getattr(Emulator.start, "_sjf_registered", False):
-        return
-    start = Emulator.start
-
-    @functools.wraps(start)
-    async def registered_start(self, *args, **kwargs):
-        port = await start(self, *args, **kwargs)
-        _LIVE_EMULATORS.add(self)
-        _STARTED_IN_TEST.append(self)
-        return port
-
-    registered_start._sjf_registered = True
-    Emulator.start = registered_start
+# "The backend never sees more than `slots` user requests from us", checked after EVERY test
+# that started an emulator, however it was started (tests/backend_truth.py). The check runs
+# in the test's call phase, so that ``xfail`` covers a known breach, and again at teardown
+# for what fixtures did after the call.
+import backend_truth
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "backend_may_exceed_slots(reason): this test sends an emulator more "
-                                       "than its slots on purpose; the never-above-slots check skips it")
-    _register_started_emulators()
-
-
-def _peak(emu) -> int:
-    for _ in range(5):  # an emulator on another thread may change its counters while we copy them
-        try:
-            return int(emu.stats()["peak_in_flight"])
-        except RuntimeError:
-            continue
-    return int(emu.stats()["peak_in_flight"])
-
-
-def _slot_breaches() -> list[str]:
-    """Emulators whose peak rose since the last check and is above their slots (each
-    breach is reported once, by the test in which the mark rose; a module's harness
-    outlives a test)."""
-    out = []
-    for emu in {id(e): e for e in [*_LIVE_EMULATORS, *_STARTED_IN_TEST]}.values():
-        peak, slots = _peak(emu), int(emu.config.slots)
-        rose = peak > _PEAK_SEEN.get(emu, 0)
-        _PEAK_SEEN[emu] = peak
-        if rose and peak > slots:
-            out.append(f"emulator {emu.base_url} saw {peak} user requests at once, slots={slots}")
-    return out
+    config.addinivalue_line("markers", "backend_may_exceed_slots(reason): this test sends its emulators more "
+                                       "than their slots on purpose; the never-above-slots check skips it")
+    backend_truth.install()
 
 
 def _exempt(item) -> bool:
@@ -135,21 +82,21 @@ def pytest_runtest_call(item):
     try:
         result = yield
     except BaseException as exc:
-        breaches = _slot_breaches()
-        if breaches and not _exempt(item) and hasattr(exc, "add_note"):
-            exc.add_note("never above slots: " + "; ".join(breaches))
+        found = backend_truth.breaches()
+        if found and not _exempt(item) and hasattr(exc, "add_note"):
+            exc.add_note("never above slots: " + "; ".join(found))
         raise
-    breaches = _slot_breaches()
-    assert not breaches or _exempt(item), "never above slots: " + "; ".join(breaches)
+    found = backend_truth.breaches()
+    assert not found or _exempt(item), "never above slots: " + "; ".join(found)
     return result
 
 
 @pytest.fixture(autouse=True)
 def _emulators_never_above_slots(request):
-    """Teardown backstop of the call-phase check above: what fixtures sent after the call."""
+    """Teardown backstop of the call-phase check (``pytest_runtest_call`` above): what a
+    test's fixtures sent an emulator after its call."""
     yield
-    breaches = _slot_breaches()
-    _STARTED_IN_TEST.clear()
+    found = backend_truth.end_of_test()
     if request.node.get_closest_marker("xfail") is None and not _exempt(request.node):
-        assert not breaches, "never above slots (after the test's call): " + "; ".join(breaches)
+        assert not found, "never above slots (after the test's call): " + "; ".join(found)
 # ==== end backend truth =====================================================================
