@@ -3,7 +3,7 @@
 * :func:`handler_status` assembles ``SJFHandler.status()``: ``{"backends": {key: {"slots",
   "in_flight", "waiting", "tau_s", "stats", "promotion", "slowdown"[, "tenants"]}},
   "tracked_calls", "draining", "tokens_per_s", "counters", "probes", "memory",
-  "settings"}`` — numbers, names and hashes, never prompt text. ``promotion`` /
+  "last_resort", "settings"}`` — numbers, names and hashes, never prompt text. ``promotion`` /
   ``slowdown`` per backend are the rule its queue's policy runs (None if unknown).
 * :func:`start_status_server` serves it as JSON at ``http://127.0.0.1:PORT/sjf/status``
   (``SJF_STATUS_PORT``, see :mod:`litellm_sjf.settings`) from a daemon thread with the
@@ -54,6 +54,12 @@ def _queue_status(q: Any) -> dict:
     return out
 
 
+def _last_resort_status(scheduler: Any) -> dict:
+    """The last-resort gates' counts (``{"by_kind", "backends"}``), empty without a scheduler."""
+    lr = getattr(scheduler, "last_resort", None)
+    return lr.status() if lr is not None else {"by_kind": {}, "backends": {}}
+
+
 def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings: Any) -> dict:
     """The plugin's status (module docstring). ``scheduler`` None: not built yet."""
     backends = {}
@@ -66,6 +72,7 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     return {"backends": backends, "tracked_calls": tracked, "draining": draining,
             "tokens_per_s": rates.as_dict(), "counters": stats.as_dict(), "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
+            "last_resort": _last_resort_status(scheduler),
             "settings": {"policy": s.policy, "tau": str(s.tau), "promotion": s.promotion, "slowdown": s.slowdown,
                          "slots": s.slots, "fairness": s.fairness, "on_disconnect": s.on_disconnect,
                          "probe_timeout_s": s.probe_timeout_s}}
