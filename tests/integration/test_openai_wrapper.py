@@ -718,7 +718,6 @@ async def test_failed_probe_falls_back_to_the_lease_or_releases(emulator_factory
     assert q.stats.dispatched == q.stats.released
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: fail-open bypasses the slot bound; fixed on branch failsafe")
 async def test_internal_scheduler_fault_sends_the_request_anyway(emulator_factory):
     """An internal fault (the scheduler's queue() raises) fails no request, streamed or
     not, and the requests it lets through still meet the slot bound: six at once, never
