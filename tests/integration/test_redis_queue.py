@@ -131,9 +131,11 @@ def workload(seed: int, n: int = 14):
 
 
 def promotion_workload():
-    """A burst in which every rule of :data:`SCENARIOS` but :data:`BURST_BLIND` changes the
-    order (the seeded workloads alone leave the served-work rules in policy order): key
-    order and work order disagree, behind one request that arrived 1,000 s ago.
+    """A burst in which the served-work bound ("work-bound", the default rule) changes the
+    order, which the seeded workloads never show (their key order is their work order):
+    key order and work order disagree, behind one request that arrived 1,000 s ago. Only
+    for key order and that rule: its ages (20 ms apart) are too close for the time-aging
+    rules, whose Redis arrival stamps may shift by the enqueue latency.
 
     * 0: Long, 1,000 s old (past τ, the max wait and every aging horizon);
     * 1-5: predicted Medium (P(Long) ~0.01: first under ``sjf``, ~420 tokens of work each);
@@ -192,7 +194,10 @@ async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
 @pytest.mark.parametrize("policy,opts", SCENARIOS, ids=[f"{p}-{o}" for p, o in SCENARIOS])
 async def test_same_order_as_in_process_queue(stores, policy, opts):
     changed = []  # per workload: did the rule change the order (vs the same policy, τ off)?
-    for name, work in (("seed 0", workload(0)), ("seed 1", workload(1)), ("promotion", promotion_workload())):
+    works = [("seed 0", workload(0)), ("seed 1", workload(1))]
+    if policy != "fcfs" and opts.get("promotion", "work-bound") == "work-bound":
+        works.append(("promotion", promotion_workload()))
+    for name, work in works:
         local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
         expected = await dispatch_order(local, work)
         shared = stores(slots=1, policy=make_policy(policy, **opts))
