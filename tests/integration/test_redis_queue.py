@@ -20,7 +20,7 @@ import redis.asyncio as ra
 
 from redis_server import RedisServer, free_port
 from waits import wait_until
-from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core.admission._local import LocalAdmissionQueue, QueueEvents
 from sjf_core._errors import AdmissionRejected
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
@@ -76,39 +76,44 @@ async def stores(redis_url):
 
 
 # ---- order parity with the in-process queue -------------------------------------------------
+#: τ and the absolute wait bound (s) of the scenarios, far from every age of workload():
+#: young requests are 0-3.3 s old, old ones 106-112 s (due deadlines: 200-205 s), so no
+#: run, however slow the machine, moves a request across either bound while it waits.
+TAU_S = 60.0
+MAX_WAIT_S = 50.0
+
 SCENARIOS = [
     # (policy, options); τ in fixed seconds so both stores agree on it exactly
     ("fcfs", {}),
     ("sjf", {"tau": "off"}),
     # the default promotion ("work-bound") with 20 s Short service seeds
-    ("sjf", {"tau": 5.5, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": TAU_S, "initial_short_service_s": 20.0}),
     # the previous default ("fcfs-bound"); the seeds keep its bounds >= 20 s away
-    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
-    ("sjf", {"tau": 5.5, "promotion": "strict"}),
-    ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 3}),
-    ("sjf", {"tau": 5.5, "promotion": "aging"}),
+    ("sjf", {"tau": TAU_S, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": TAU_S, "promotion": "strict"}),
+    ("sjf", {"tau": TAU_S, "promotion": "one-in-k", "k": 3}),
+    ("sjf", {"tau": TAU_S, "promotion": "aging"}),
+    # aging has no threshold: a short τ scales it, and speed cannot cross anything
     ("sjf", {"tau": 0.75, "promotion": "aging", "horizon": 2.0}),
-    ("sjf-tokens", {"tau": 5.5, "promotion": "aging"}),
+    ("sjf-tokens", {"tau": TAU_S, "promotion": "aging"}),
     ("sjf-tokens", {"tau": "off"}),
     # the served-work rules (the default is "work-bound"); small slowdowns so that they act
-    ("sjf-tokens", {"tau": 5.5, "promotion": "work-bound", "slowdown": 1.0, "work_slack": 0.0}),
-    ("sjf", {"tau": 5.5, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
-    ("sjf", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.05}),
-    ("sjf-tokens", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.5}),
-    # an absolute wait bound beside each rule (ages are 0-3.3, 6-12 s: 5 s splits them with
-    # 1.7 s to spare, so enqueue and drain time on a loaded machine cannot cross it)
-    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
-    ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 5.0}),
+    ("sjf-tokens", {"tau": TAU_S, "promotion": "work-bound", "slowdown": 1.0, "work_slack": 0.0}),
+    ("sjf", {"tau": TAU_S, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
+    ("sjf", {"tau": TAU_S, "promotion": "work-aging", "slowdown": 0.05}),
+    ("sjf-tokens", {"tau": TAU_S, "promotion": "work-aging", "slowdown": 0.5}),
+    # an absolute wait bound beside each rule
+    ("sjf-tokens", {"tau": TAU_S, "max_wait_s": MAX_WAIT_S}),
+    ("sjf", {"tau": TAU_S, "promotion": "strict", "max_wait_s": MAX_WAIT_S}),
     # fcfs-bound keeps max_wait_s when τ is off (its own bound is then infinite)
-    ("sjf", {"tau": "off", "promotion": "fcfs-bound", "max_wait_s": 5.0}),
-    ("sjf", {"tau": "off", "promotion": "strict", "max_wait_s": 5.0}),
+    ("sjf", {"tau": "off", "promotion": "fcfs-bound", "max_wait_s": MAX_WAIT_S}),
+    ("sjf", {"tau": "off", "promotion": "strict", "max_wait_s": MAX_WAIT_S}),
 ]
 
 
-
 def workload(seed: int, n: int = 14):
-    """(prediction, meta, age_s) per request: tied keys, priorities, ages away from the
-    τ = 5.5 s boundary, a few deadlines (due ones and far ones)."""
+    """(prediction, meta, age_s) per request: tied keys, priorities, ages far from τ and
+    the max wait (:data:`TAU_S`), a few deadlines (due ones and far ones)."""
     rnd = random.Random(seed)
     out = []
     for i in range(n):
@@ -117,15 +122,15 @@ def workload(seed: int, n: int = 14):
         deadline = None
         # distinct ages (20 ms apart): Redis stamps arrival on its own clock, so exact ties
         # would be ordered by network jitter rather than by arrival sequence
-        # and no age within 2 s below τ = 5.5 s, so enqueue and drain time cannot cross it
-        age = rnd.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12]) + 0.02 * i
+        a = rnd.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12])
+        age = (a if a < 6 else 100 + a) + 0.02 * i  # young: 0-3.3 s; old: 106-112 s
         if rnd.random() < 0.15:
             # due: latest start (deadline - expected service, ≤ 30.1 s) is long past
             deadline = rnd.choice([0.5, 1.0]) if age > 0 else None
         elif rnd.random() < 0.1:
             deadline = 10_000.0
-        if deadline is not None and deadline < 100 and age < 35:
-            age = 35.0 + rnd.randint(0, 5) + 0.02 * i
+        if deadline is not None and deadline < 100 and age < 200:
+            age = 200.0 + rnd.randint(0, 5) + 0.02 * i
         out.append((p, RequestMeta(max_tokens=rnd.choice([None, None, 50, 2000]), priority=prio, deadline_s=deadline), age))
     return out
 
@@ -181,7 +186,7 @@ async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
     for i, (p, meta, age) in enumerate(work):
         t = queue.ticket(p, meta, arrival=base - age)
         tasks.append(loop.create_task(job(i, t)))
-        await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.grant is not None and t.grant.rid is not None)))
+        await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.redis is not None and t.redis.rid is not None)))
     await asyncio.sleep(hold_s)
     if hasattr(blocker, "arelease"):
         await blocker.arelease(10)
@@ -198,12 +203,12 @@ async def test_same_order_as_in_process_queue(stores, policy, opts):
     if policy != "fcfs" and opts.get("promotion", "work-bound") == "work-bound":
         works.append(("promotion", promotion_workload()))
     for name, work in works:
-        local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+        local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
         expected = await dispatch_order(local, work)
         shared = stores(slots=1, policy=make_policy(policy, **opts))
         got = await dispatch_order(shared, work)
         assert got == expected, (policy, opts, name)
-        unguarded = await dispatch_order(AdmissionQueue(1, make_policy(policy, tau="off"), "p0"), work)
+        unguarded = await dispatch_order(LocalAdmissionQueue(1, make_policy(policy, tau="off"), "p0"), work)
         changed.append(expected != unguarded)
 
         snap = await shared.snapshot()
@@ -241,7 +246,7 @@ async def interleaved_order(queue, groups) -> list[int]:
             t = queue.ticket(p, meta)
             tasks.append(loop.create_task(job(n, t)))
             n += 1
-            await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.grant is not None and t.grant.rid is not None)))
+            await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.redis is not None and t.redis.rid is not None)))
         if g == 0:
             if hasattr(blocker, "arelease"):
                 await blocker.arelease(300)
@@ -267,8 +272,8 @@ async def interleaved_order(queue, groups) -> list[int]:
 async def test_served_work_rules_same_order_while_arrivals_interleave(stores, policy, opts):
     rnd = random.Random(7)
     groups = [[(pred(rnd.choice([0.05, 0.3, 0.6, 0.95])), RequestMeta()) for _ in range(3)] for _ in range(5)]
-    expected = await interleaved_order(AdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
-    unguarded = await interleaved_order(AdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
+    expected = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
+    unguarded = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
     assert expected != unguarded, "the rule never changed the order: parity would prove nothing"
     got = await interleaved_order(stores(slots=1, policy=make_policy(policy, **opts)), groups)
     assert got == expected
@@ -289,7 +294,7 @@ async def test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound(stores):
     # Shorts queued behind it have bounds ≈ 3 s away, so they keep SJF order.
     opts = dict(tau=0.3, promotion="fcfs-bound", initial_short_service_s=0.2)
     work = [(pred(0.95), None, 0.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0), (pred(0.02), None, 0.0)]
-    for q in (AdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
+    for q in (LocalAdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
         assert await dispatch_order(q, work, hold_s=0.8) == [0, 3, 1, 2]
         assert q.stats.promoted == 1
         assert await dispatch_order(q, work, hold_s=0.0) == [3, 1, 2, 0]
@@ -351,11 +356,11 @@ async def test_stale_holder_cannot_release_a_newer_lease(stores):
     q = stores(slots=1, redis_lease_ttl_s=2.0)
     a = q.ticket(pred(0.1))
     await a.acquire()
-    ls = q._state()
-    ls.held.pop(a.grant.fence)  # A's process stalls: its lease is no longer renewed
+    ls = q.loop_state()
+    ls.held.pop(a.redis.fence)  # A's process stalls: its lease is no longer renewed
     b = q.ticket(pred(0.1))
     await asyncio.wait_for(b.acquire(), 20)  # granted after A's lease expired
-    assert b.grant.fence != a.grant.fence and int(b.grant.fence) > int(a.grant.fence)
+    assert b.redis.fence != a.redis.fence and int(b.redis.fence) > int(a.redis.fence)
     c = q.ticket(pred(0.1))
     c_task = asyncio.create_task(c.acquire())
     await wait_until(snap_is(q, waiting=1))  # C waits in Redis
@@ -408,13 +413,13 @@ async def test_cancel_and_timeout_leave_the_queue(stores):
         await t1.acquire(timeout=0.2)
     t2 = q.ticket(pred(0.1))
     task = asyncio.create_task(t2.acquire())
-    await wait_until(lambda: (t2.grant and t2.grant.rid) is not None)
+    await wait_until(lambda: (t2.redis and t2.redis.rid) is not None)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     t3 = q.ticket(pred(0.9))
     task3 = asyncio.create_task(t3.acquire())
-    await wait_until(lambda: (t3.grant and t3.grant.rid) is not None)
+    await wait_until(lambda: (t3.redis and t3.redis.rid) is not None)
     assert t3.release() is False  # release while queued withdraws it
     with pytest.raises(asyncio.CancelledError):
         await task3
@@ -423,7 +428,7 @@ async def test_cancel_and_timeout_leave_the_queue(stores):
     assert {t1.state, t2.state, t3.state} == {"cancelled"}
     late = q.ticket(pred(0.5))
     late_task = asyncio.create_task(late.acquire())
-    await wait_until(lambda: (late.grant and late.grant.rid) is not None)
+    await wait_until(lambda: (late.redis and late.redis.rid) is not None)
     await hold.arelease()
     await asyncio.wait_for(late_task, 5)  # the cancelled ones were skipped
     await late.arelease()
@@ -437,7 +442,7 @@ async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
         await hold.acquire()
         w = q.ticket(pred(0.1))
         task = asyncio.create_task(w.acquire())
-        await wait_until(lambda: (w.grant and w.grant.rid) is not None)
+        await wait_until(lambda: (w.redis and w.redis.rid) is not None)
         # the grant (release → dispatch to w) and w's cancellation race in varying order
         hold.release()
         for _ in range(i % 4):
@@ -450,7 +455,7 @@ async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
             await w.arelease()  # it won the race: it holds the slot, give it back
         except asyncio.CancelledError:
             pass
-        await wait_until(lambda: not q._state().tasks, timeout=5)
+        await wait_until(lambda: not q.loop_state().tasks, timeout=5)
         snap = await q.snapshot()
         assert snap["in_flight"] == 0 and snap["waiting"] == 0, (i, snap)
 
@@ -461,9 +466,9 @@ async def test_dead_waiter_is_removed(stores):
     q = stores(slots=1, waiter_ttl_s=ttl, redis_lease_ttl_s=ttl)
     hold = q.ticket(pred(0.1))
     await hold.acquire()
-    ls = q._state()
+    ls = q.loop_state()
     # a waiter whose process died right after enqueueing: nobody heartbeats it
-    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", str(ttl), "999@dead"])
+    await q.run(ls, "enqueue", ["0.1", 0, 0, "0", "", str(ttl), "999@dead"])
     assert (await q.snapshot())["waiting"] == 1
     await wait_until(snap_is(q, waiting=0, expired_waiters=1), timeout=30, step=0.1)
     # a live waiter behind it is heart-beaten and not removed, well past its TTL
@@ -762,7 +767,7 @@ async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts)
     work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
     work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
     work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
-    local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+    local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
     expected = await dispatch_order(local, work)
     assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
     assert expected[-1] == 8  # the lowest band last, although oldest and shortest
@@ -825,13 +830,13 @@ async def test_supersede_across_processes_in_redis(stores):
         t = qs[i % 2].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
         tickets.append(t)
         tasks.append(asyncio.create_task(t.acquire()))
-        await wait_until(lambda: (t.grant and t.grant.rid) is not None)
+        await wait_until(lambda: (t.redis and t.redis.rid) is not None)
         if i:
             with pytest.raises(Superseded):
                 await asyncio.wait_for(tasks[i - 1], 10)  # told at once, while the slot is held
     other = qs[1].ticket(pred(0.1), RequestMeta(tenant="someone-else", supersede="buf"))
     other_task = asyncio.create_task(other.acquire())
-    await wait_until(lambda: (other.grant and other.grant.rid) is not None)
+    await wait_until(lambda: (other.redis and other.redis.rid) is not None)
     snap = await qs[0].snapshot()
     assert snap["waiting"] == 2 and snap["in_flight"] == 1 and running.state == "running"
     await running.arelease(5)
