@@ -47,10 +47,17 @@ def _oof(args, ds):
     return {"oof": out}
 
 
+class _Bounds:  # what with_stated reads of a model's Knots: the class bounds in ln(1 + tokens)
+    ln_lo, ln_hi = np.log1p(200.0), np.log1p(800.0)
+
+
+_KNOTS = _Bounds()
+
+
 def _after(per, ds, weights_fn, read: bool):
     """Row scores after: cross-fitted calibration maps + stated sizes. Returns {fam: (loc, sig, exp)}."""
     from sjf_core.predict._calibration import fit_calibration
-    from sjf_core.predict._estimate import with_stated
+    from sjf_core.predict._estimate import Estimate, with_stated
     from sjf_core.predict._model_file import calibrated_log1p, spread_at
     from sjf_core.predict._stated import read_size
     from sjf_lab.calibrate import fit_spread
@@ -72,7 +79,8 @@ def _after(per, ds, weights_fn, read: bool):
                 if k not in sizes:
                     sizes[k] = read_size(ds.group_example(k).prompt)
                 if sizes[k] is not None:
-                    loc[i], sig[i], exp[i] = with_stated(loc[i], sig[i], exp[i], sizes[k])
+                    est = with_stated(Estimate(loc[i], sig[i], exp[i], 0.0, 0.0), sizes[k], _KNOTS)
+                    loc[i], sig[i], exp[i] = est.loc, est.sig, est.expected
         out[f] = (loc, sig, exp)
     return out
 
@@ -129,7 +137,7 @@ def _deciles(per, name, pick):
 def _test_split(ds, before_model: str) -> dict:
     """Deciles on the fixed split's test prompts of ShareGPT and arena: the model file
     ``before_model`` without stated sizes vs the shipped model with them."""
-    from sjf_core.predict._estimate import base_many, with_stated
+    from sjf_core.predict._estimate import Estimate, Knots, base_many, with_stated
     from sjf_core.predict._predictor import Predictor, load_predictor
     from sjf_core.predict._stated import read_size
     from sjf_lab.calibrate import decile_report
@@ -148,10 +156,12 @@ def _test_split(ds, before_model: str) -> dict:
             p.read_sizes = sizes
             x = p.features_many([t for _, t in texts])
             mu = p._run(x)
-            loc, sig, mean = base_many(mu, p.info)
+            kn = Knots(p.info)
+            loc, sig, mean, _, _ = base_many(mu, p.info, kn)
             if sizes:
                 for i, (_, t) in enumerate(texts):
-                    loc[i], sig[i], mean[i] = with_stated(loc[i], sig[i], mean[i], read_size(t))
+                    est = with_stated(Estimate(loc[i], sig[i], mean[i], 0.0, 0.0), read_size(t), kn)
+                    loc[i], mean[i] = est.loc, est.expected
             med = np.expm1(loc)
             ri = np.array([idx[r.key] for r in rows])
             res[when] = decile_report(med[ri], mean[ri], tok, w)
