@@ -88,7 +88,7 @@ def _after(per, ds, weights_fn, read: bool):
 def _found(per, ds, before, after) -> dict:
     """Prompts of the data that state a size, against their real answers (median over a prompt's
     rows): share of predictions within 2x and Kendall tau-b, out-of-family, before vs after."""
-    from sjf_core.predict._rank_metrics import kendall_tau_b
+    from sjf_lab.rank_metrics import kendall_tau_b
     from sjf_core.predict._stated import read_size
 
     rows: dict[str, list] = {"count": [], "closed": [], "vague": []}
