@@ -82,11 +82,16 @@ def test_a_bad_env_value_names_its_variable(env, named):
         SchedulerConfig.from_env(env)
 
 
+_NO_PATH = pytest.mark.xfail(strict=True, reason="issue 20: unknown-key errors name SJF_CONFIG but not the "
+                                                "file (branch failsafe reworks unknown keys)")
+
+
 @pytest.mark.parametrize("text, named", [
     ("slots: 0\n", "'slots'"), ("tau: soon\n", "'tau'"), ("lease_ttl_s: -3\n", "'lease_ttl_s'"),
-    ("overload: {bogus: 1}\n", "'overload'"), ("bogus: 1\n", "unknown keys ['bogus']"),
+    ("overload: {bogus: 1}\n", "'overload'"),
+    pytest.param("bogus: 1\n", "unknown keys ['bogus']", marks=_NO_PATH),
     ("backends: {http://h/v1: {slots: none}}\n", "'backends'"),
-    ("backends: {http://h/v1: {speed: 3}}\n", "unknown keys ['speed']"),
+    pytest.param("backends: {http://h/v1: {speed: 3}}\n", "unknown keys ['speed']", marks=_NO_PATH),
     ("redis_url: redis://h/0\nredis: {lease: 4}\n", "unknown Redis options"),
 ])
 def test_a_bad_file_value_names_the_file_and_its_key(tmp_path, text, named):
@@ -94,7 +99,7 @@ def test_a_bad_file_value_names_the_file_and_its_key(tmp_path, text, named):
     f.write_text(text)
     with pytest.raises(ValueError, match=re.escape(named)) as err:
         SchedulerConfig.from_file(str(f))
-    assert str(f) in str(err.value) or "SJF_CONFIG" in str(err.value)
+    assert str(f) in str(err.value), f"the message does not name the file: {err.value}"
 
 
 def test_env_switches_of_the_parts():
