@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sjf_core.admission._backend_url import normalise
+from sjf_core.config import AUTO, DISCONNECT_MODES  # noqa: F401  (re-exported to the config's readers)
 from sjf_core.policy._tenants import IntentDefaults
 
-AUTO = "auto"
-DISCONNECT_MODES = ("probe", "drain", "release")
 RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
 _OFF = ("off", "0", "false", "no", "none")
 

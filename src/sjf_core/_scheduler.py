@@ -232,7 +232,7 @@ class Scheduler:
         b, c = self.config.backend(key), self.config
         return make_queue(key, slots=self.slots_for(key), policy=self.make_policy(), lease_ttl_s=c.lease_ttl_s,
                           listeners=self.listeners, overload=b.overload, rate_limit=b.rate_limit,
-                          fairness=c.fairness, redis_url=c.redis_url, redis_options=c.redis_options)
+                          fairness=c.fairness, redis_url=c.redis_url, redis=c.redis)
 
     @property
     def queues(self) -> dict[str, AdmissionQueue]:
