@@ -2,26 +2,23 @@
 
 Contract:
 
-* :meth:`SchedulerConfig.from_env` reads built-in defaults < the file named by
-  ``SJF_CONFIG`` (YAML or JSON) < the ``SJF_*`` environment variables; an ``SJF_REDIS_*``
-  variable beats the file's ``redis`` option of the same name.
-* :meth:`SchedulerConfig.from_file` reads defaults < one file; :meth:`SchedulerConfig.create`
-  builds from Python values (file-key names, plus ``backend_slots`` / ``backend_overload`` /
-  ``backend_rate_limits`` / ``redis_options`` / ``policy_options`` maps);
-  :meth:`SchedulerConfig.replace` is ``create`` on top of an existing config.
-* Every constructor validates: a bad value raises :class:`ValueError` whose message names
-  the setting (the env var, or the file and its key). Values are parsed once
-  (:class:`~sjf_core.admission._overload.OverloadConfig`, :class:`~sjf_core.admission._ratelimit.RateLimit`,
-  :class:`~sjf_core.policy._tenants.Fairness`, :class:`~sjf_core.policy._tenants.IntentDefaults`).
-* Backend settings are one :class:`BackendConfig` per queue key (the normalised base URL,
-  or ``queue:NAME`` for URLs the file joins into one named queue).
+* Every default of the runtime is defined once, below (the layers derive theirs from these),
+  and this module loads no runtime module, so any may import it.
+* :meth:`SchedulerConfig.from_env` reads built-in defaults < the file named by ``SJF_CONFIG``
+  (YAML or JSON) < the ``SJF_*`` environment variables (``SJF_REDIS_*`` beat the file's
+  ``redis``); :meth:`~SchedulerConfig.from_file` one file; :meth:`~SchedulerConfig.create` /
+  :meth:`~SchedulerConfig.replace` Python values (file-key names, plus the ``backend_*`` /
+  ``redis_options`` / ``policy_options`` maps).
+* Each value is parsed and checked once, at that boundary (:mod:`sjf_core._config_build`),
+  into typed, frozen settings the runtime takes as they are: :class:`PromotionSettings`,
+  :class:`RedisSettings`, :class:`BackendConfig` per queue key (the normalised base URL, or
+  ``queue:NAME``), ``OverloadConfig``, ``RateLimit``, ``Fairness``, ``IntentDefaults``. A bad
+  value raises :class:`ValueError` naming the setting (the env var, or the file and its key).
 
-Nothing else in ``src/`` reads ``SJF_*`` settings; the names and defaults are the ones
-listed in :mod:`litellm_sjf.settings` and ``docs/operations.md``. The process-wide
-switches read at use time (``SJF_NO_C_SCAN``, ``SJF_MEMORY_SALT``) are here too:
-:func:`native_scan_disabled`, :func:`memory_salt`.
+Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`,
+``docs/operations.md``); the switches read at use time are here too: :func:`native_scan_disabled`,
+:func:`memory_salt`.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -39,7 +36,7 @@ if TYPE_CHECKING:  # annotations only: this module imports no runtime module whe
 
 __all__ = ["SchedulerConfig", "BackendConfig", "AdapterConfig", "PromotionSettings", "RedisSettings", "AUTO",
            "DISCONNECT_MODES", "FAIL_MODES", "native_scan_disabled", "memory_salt", "DEFAULT_POLICY", "DEFAULT_TAU",
-           "DEFAULT_PROMOTION", "TAU_OFF_PROMOTION", "DEFAULT_PROBE_TIMEOUT_S", "DEFAULT_SHORT_SERVICE_S"]
+           "DEFAULT_PROMOTION", "TAU_OFF_PROMOTION", "DEFAULT_PROBE_TIMEOUT_S", "DEFAULT_SHORT_SERVICE_S", "check_slots"]
 
 # ---- defaults, defined here once (every layer below derives its own from these) --------------
 # This module loads no runtime module (the building code imports what it needs when it runs),
@@ -142,13 +139,10 @@ class RedisSettings:
         if self.fail_mode not in FAIL_MODES:
             raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
         for name in ("redis_lease_ttl_s", "waiter_ttl_s", "op_timeout_s", "retry_s"):
-            v = getattr(self, name)
-            try:
-                x = float(v)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name} must be a number, got {v!r}") from None
+            v, low = getattr(self, name), "> 0" if name != "retry_s" else ">= 0"
+            x = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
             if not math.isfinite(x) or x < 0 or (x == 0 and name != "retry_s"):
-                raise ValueError(f"{name} must be {'>= 0' if name == 'retry_s' else '> 0'}, got {v!r}")
+                raise ValueError(f"{name} must be a number {low}, got {v!r}")
             object.__setattr__(self, name, x)
         if not isinstance(self.prefix, str) or not self.prefix:
             raise ValueError(f"prefix must be a non-empty string, got {self.prefix!r}")
@@ -165,6 +159,18 @@ class RedisSettings:
         if unknown:
             raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(known)}")
         return cls(**opts)
+
+
+def check_slots(value: Any, what: str = "slots") -> int:
+    """``value`` as a slot count, the one check of it: an integer >= 1 (``True`` refused).
+    Raises ValueError naming ``what``."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be an integer >= 1, got {value!r}") from None
+    if n < 1 or isinstance(value, bool):
+        raise ValueError(f"{what} must be >= 1, got {value!r}")
+    return n
 
 
 def _fairness_default() -> "Fairness":

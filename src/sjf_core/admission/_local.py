@@ -28,7 +28,7 @@ from sjf_core.admission._future_grant import FutureGrants
 from sjf_core.admission._overload import OverloadConfig, OverloadControl
 from sjf_core.admission._ratelimit import RateLimit
 from sjf_core.admission._ticket import DEFERRED, NEW, QUEUED, RUNNING, Ticket, TicketState
-from sjf_core.config import DEFAULT_POLICY
+from sjf_core.config import DEFAULT_POLICY, check_slots
 from sjf_core.policy._entry import Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, make_policy
 
@@ -82,9 +82,7 @@ class LocalAdmissionQueue(AdmissionQueue):
         rate_limit: RateLimit | float | str | None = None,
         fairness=None,
     ):
-        if int(slots) < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
-        self.slots = int(slots)
+        self.slots = check_slots(slots)
         self.policy = make_policy(policy)
         self.name = name
         self.lease_ttl_s = lease_ttl_s

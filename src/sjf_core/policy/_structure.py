@@ -58,17 +58,15 @@ class PendingBase:
             attached elsewhere), or :class:`~sjf_core.config.PromotionSettings` or a rule
             name (None: the default rule) that :func:`~sjf_core.policy.promotion.make_promotion`
             builds one from.
-        slots: slots of the queue this structure serves (the admission queue sets it).
+        slots: slots of the queue this structure serves (the admission queue sets it, checked there).
         service: shared service statistics (a fresh one by default).
 
     Raises:
-        ValueError: slots < 1; as ``make_promotion``.
+        ValueError: as ``make_promotion``.
     """
 
     def __init__(self, tau: TauEstimator | None = None, promotion: "PromotionStrategy | PromotionSettings | str | None" = None,
                  *, slots: int = 1, service: ServiceStats | None = None):
-        if int(slots) < 1:
-            raise ValueError("slots must be >= 1")
         if promotion is None or isinstance(promotion, (str, PromotionSettings)):
             promotion = make_promotion(promotion)
         self.tau = tau or TauEstimator()
