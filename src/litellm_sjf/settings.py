@@ -85,6 +85,7 @@ and ignored, with a warning.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from sjf_core.config import AUTO, DISCONNECT_MODES, SchedulerConfig
@@ -126,16 +127,16 @@ class PluginSettings:
     overload = property(lambda self: self.config.overload)
     rate_limit = property(lambda self: self.config.rate_limit)
     redis_url = property(lambda self: self.config.redis_url)
-    redis = property(lambda self: dict(self.config.redis_options))
+    redis = property(lambda self: dataclasses.asdict(self.config.redis))
     warnings = property(lambda self: list(self.config.warnings))
     show_tenant_names = property(lambda self: self.config.fairness.show_names)
     default_priority = property(lambda self: self.config.defaults.priority)
     default_deadline_s = property(lambda self: self.config.defaults.deadline_s)
-    promotion = property(lambda self: self.config.policy_options.get("promotion"))
-    k = property(lambda self: self.config.policy_options.get("k"))
-    slowdown = property(lambda self: self.config.policy_options.get("slowdown"))
-    work_slack = property(lambda self: self.config.policy_options.get("work_slack"))
-    max_wait_s = property(lambda self: self.config.policy_options.get("max_wait_s"))
+    promotion = property(lambda self: self.config.promotion.rule)
+    k = property(lambda self: self.config.promotion.k)
+    slowdown = property(lambda self: self.config.promotion.slowdown)
+    work_slack = property(lambda self: self.config.promotion.work_slack)
+    max_wait_s = property(lambda self: self.config.promotion.max_wait_s)
 
     @property
     def lease_ttl_s(self) -> float:
@@ -175,9 +176,9 @@ class PluginSettings:
         """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings."""
         return self.config.defaults
 
-    def policy_options(self) -> dict:
-        """Keyword arguments for :func:`sjf_core.policy._policies.make_policy` (τ included)."""
-        return self.config.policy_kwargs()
+    def promotion_settings(self):
+        """The :class:`sjf_core.config.PromotionSettings` of these settings."""
+        return self.config.promotion
 
     def queue_key(self, url: Any) -> str:
         """The queue key of a deployment's ``api_base``: the ``queue`` named for it in

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S
+from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S, check_slots
 
 __all__ = ["WrapOptions", "ON_CLOSE"]
 
@@ -48,7 +48,8 @@ class WrapOptions:
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0:
             raise ValueError(f"probe_timeout_s must be a number > 0, got {t!r}")
         object.__setattr__(self, "probe_timeout_s", float(t))
-        s = self.slots
-        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1):
-            raise ValueError(f"slots must be an integer >= 1, got {s!r}")
+        if self.slots is not None:
+            if not isinstance(self.slots, int):  # no "2" or 2.5 from Python callers
+                raise ValueError(f"slots must be an integer >= 1, got {self.slots!r}")
+            check_slots(self.slots)
         object.__setattr__(self, "retry_rejected", bool(self.retry_rejected))

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sjf_core.admission._backend_url import normalise
+from sjf_core.config import AUTO, DISCONNECT_MODES, check_slots  # noqa: F401  (AUTO, DISCONNECT_MODES: re-exported)
 from sjf_core.policy._tenants import IntentDefaults
 
-AUTO = "auto"
-DISCONNECT_MODES = ("probe", "drain", "release")
 RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
 _OFF = ("off", "0", "false", "no", "none")
 
@@ -98,13 +97,7 @@ def slots_value(v: Any, what: str) -> Any:
     """``"auto"`` or an int >= 1; raises ValueError naming ``what``."""
     if isinstance(v, str) and v.strip().lower() == AUTO:
         return AUTO
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be an integer >= 1 or 'auto', got {v!r}") from None
-    if n < 1 or isinstance(v, bool):
-        raise ValueError(f"{what} must be >= 1 or 'auto', got {v!r}")
-    return n
+    return check_slots(v, f"{what} (or 'auto')")
 
 
 def on_off(v: Any) -> bool:

@@ -21,11 +21,15 @@ import redis.asyncio as ra
 from redis_server import RedisServer, free_port
 from waits import wait_until
 from sjf_core.admission._local import LocalAdmissionQueue, QueueEvents
+from sjf_lab.sim.policies import policy_of
 from sjf_core._errors import AdmissionRejected
-from sjf_core.policy._policies import RequestMeta, make_policy
+from sjf_core.policy._policies import RequestMeta
 from sjf_core.predict._prediction import Prediction
 from sjf_core.admission._redis import RedisAdmissionQueue, RedisUnavailable, hash_tag, policy_server_args
 from sjf_core._scheduler import Scheduler
+from sjf_core.config import RedisSettings
+
+REDIS_OPTIONS = ("redis_lease_ttl_s", "waiter_ttl_s", "fail_mode", "prefix", "op_timeout_s", "retry_s")
 
 
 def pred(p_long: float) -> Prediction:
@@ -66,7 +70,8 @@ async def stores(redis_url):
 
     def make(**kw):
         kw.setdefault("name", backend())
-        s = RedisAdmissionQueue(kw.pop("url", redis_url), **kw)
+        options = {k: kw.pop(k) for k in REDIS_OPTIONS if k in kw}  # the store's RedisSettings
+        s = RedisAdmissionQueue(kw.pop("url", redis_url), options=RedisSettings(**options), **kw)
         made.append(s)
         return s
 
@@ -203,12 +208,12 @@ async def test_same_order_as_in_process_queue(stores, policy, opts):
     if policy != "fcfs" and opts.get("promotion", "work-bound") == "work-bound":
         works.append(("promotion", promotion_workload()))
     for name, work in works:
-        local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
+        local = LocalAdmissionQueue(1, policy_of(policy, **opts), "parity")
         expected = await dispatch_order(local, work)
-        shared = stores(slots=1, policy=make_policy(policy, **opts))
+        shared = stores(slots=1, policy=policy_of(policy, **opts))
         got = await dispatch_order(shared, work)
         assert got == expected, (policy, opts, name)
-        unguarded = await dispatch_order(LocalAdmissionQueue(1, make_policy(policy, tau="off"), "p0"), work)
+        unguarded = await dispatch_order(LocalAdmissionQueue(1, policy_of(policy, tau="off"), "p0"), work)
         changed.append(expected != unguarded)
 
         snap = await shared.snapshot()
@@ -272,19 +277,19 @@ async def interleaved_order(queue, groups) -> list[int]:
 async def test_served_work_rules_same_order_while_arrivals_interleave(stores, policy, opts):
     rnd = random.Random(7)
     groups = [[(pred(rnd.choice([0.05, 0.3, 0.6, 0.95])), RequestMeta()) for _ in range(3)] for _ in range(5)]
-    expected = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
-    unguarded = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
+    expected = await interleaved_order(LocalAdmissionQueue(1, policy_of(policy, **opts), "parity"), groups)
+    unguarded = await interleaved_order(LocalAdmissionQueue(1, policy_of(policy, tau="off"), "p0"), groups)
     assert expected != unguarded, "the rule never changed the order: parity would prove nothing"
-    got = await interleaved_order(stores(slots=1, policy=make_policy(policy, **opts)), groups)
+    got = await interleaved_order(stores(slots=1, policy=policy_of(policy, **opts)), groups)
     assert got == expected
 
 
 async def test_strict_tau_promotes_oldest_long(stores):
-    q = stores(slots=1, policy=make_policy("sjf", tau=2.0, promotion="strict"))
+    q = stores(slots=1, policy=policy_of("sjf", tau=2.0, promotion="strict"))
     order = await dispatch_order(q, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)])
     assert order == [0, 1, 2]
     assert q.stats.promoted == 1
-    q2 = stores(slots=1, policy=make_policy("sjf", tau=60.0, promotion="strict"))
+    q2 = stores(slots=1, policy=policy_of("sjf", tau=60.0, promotion="strict"))
     assert await dispatch_order(q2, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)]) == [1, 2, 0]
 
 
@@ -294,7 +299,7 @@ async def test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound(stores):
     # Shorts queued behind it have bounds ≈ 3 s away, so they keep SJF order.
     opts = dict(tau=0.3, promotion="fcfs-bound", initial_short_service_s=0.2)
     work = [(pred(0.95), None, 0.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0), (pred(0.02), None, 0.0)]
-    for q in (LocalAdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
+    for q in (LocalAdmissionQueue(1, policy_of("sjf", **opts), "parity"), stores(slots=1, policy=policy_of("sjf", **opts))):
         assert await dispatch_order(q, work, hold_s=0.8) == [0, 3, 1, 2]
         assert q.stats.promoted == 1
         assert await dispatch_order(q, work, hold_s=0.0) == [3, 1, 2, 0]
@@ -304,10 +309,10 @@ def test_unsupported_policy_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot run policy 'fair'"):
         RedisAdmissionQueue("redis://127.0.0.1:1/0", policy="fair")
     with pytest.raises(ValueError, match="aged-sjf"):
-        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy=make_policy("sjf", promotion="aged-sjf"))
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy=policy_of("sjf", promotion="aged-sjf"))
     with pytest.raises(ValueError):
-        RedisAdmissionQueue("redis://127.0.0.1:1/0", fail_mode="maybe")
-    assert policy_server_args(make_policy("sjf", tau="3x")).tau_mode == "multiple"
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", options=RedisSettings(fail_mode="maybe"))
+    assert policy_server_args(policy_of("sjf", tau="3x")).tau_mode == "multiple"
 
 
 # ---- concurrency bound, release, fencing ------------------------------------------------------
@@ -533,8 +538,8 @@ async def test_waiters_do_not_poll(stores):
 # ---- τ in Redis -------------------------------------------------------------------------------
 async def test_tau_is_measured_on_redis_and_shared(stores):
     name = backend()
-    q1 = stores(name=name, slots=1, policy=make_policy("sjf", tau="3x", initial_short_service_s=2.0))
-    q2 = stores(name=name, slots=1, policy=make_policy("sjf", tau="3x", initial_short_service_s=2.0))
+    q1 = stores(name=name, slots=1, policy=policy_of("sjf", tau="3x", initial_short_service_s=2.0))
+    q2 = stores(name=name, slots=1, policy=policy_of("sjf", tau="3x", initial_short_service_s=2.0))
     assert (await q1.snapshot())["tau_s"] == pytest.approx(6.0)
     for _ in range(5):
         async with q1.ticket(pred(0.9)) as t:  # predicted Long, truly Short (answer 20 tokens)
@@ -588,7 +593,7 @@ async def test_listeners_and_cluster_hash_tag(stores, redis_url):
 # ---- Redis unavailable ----------------------------------------------------------------------------
 async def test_fail_open_when_redis_is_unreachable(caplog):
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    q = RedisAdmissionQueue(url, slots=1, name=backend(), op_timeout_s=0.5)
+    q = RedisAdmissionQueue(url, slots=1, name=backend(), options=RedisSettings(op_timeout_s=0.5))
     caplog.set_level(logging.WARNING, logger="sjf_core.admission._redis")
     running = peak = 0
 
@@ -609,7 +614,7 @@ async def test_fail_open_when_redis_is_unreachable(caplog):
 
 
 async def test_fail_closed_refuses_before_admission():
-    q = RedisAdmissionQueue(f"redis://127.0.0.1:{free_port()}/0", slots=1, name=backend(), fail_mode="closed", op_timeout_s=0.5)
+    q = RedisAdmissionQueue(f"redis://127.0.0.1:{free_port()}/0", slots=1, name=backend(), options=RedisSettings(fail_mode="closed", op_timeout_s=0.5))
     t = q.ticket(pred(0.3))
     with pytest.raises(RedisUnavailable) as ei:
         await t.acquire()
@@ -629,7 +634,7 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
     with RedisServer() as srv:
         name = backend()
         workers = [Scheduler(predictor=None, plugins=False, slots=1, redis_url=srv.url,
-                             redis_options={"retry_s": 0.2, "redis_lease_ttl_s": 1.5}) for _ in range(2)]
+                             redis={"retry_s": 0.2, "redis_lease_ttl_s": 1.5}) for _ in range(2)]
         qs = [w.queue(name) for w in workers]
         assert all(isinstance(q, RedisAdmissionQueue) for q in qs)
         done = []
@@ -688,7 +693,7 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
 
 async def test_leases_are_reasserted_after_redis_lost_its_data():
     with RedisServer() as srv:
-        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), redis_lease_ttl_s=3.0, retry_s=0.1)
+        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), options=RedisSettings(redis_lease_ttl_s=3.0, retry_s=0.1))
         a = q.ticket(pred(0.1))
         await a.acquire()
         await asyncio.get_running_loop().run_in_executor(None, srv.restart)
@@ -739,9 +744,9 @@ def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
     f = tmp_path / "sjf.yaml"
     f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {fail_mode: closed, redis_lease_ttl_s: 4}\n")
     s = load_settings({"SJF_CONFIG": str(f)})
-    assert s.redis_url == "redis://127.0.0.1:7/0" and s.redis == {"fail_mode": "closed", "redis_lease_ttl_s": 4}
+    assert s.redis_url == "redis://127.0.0.1:7/0" and (s.redis["fail_mode"], s.redis["redis_lease_ttl_s"]) == ("closed", 4)
     s = load_settings({"SJF_CONFIG": str(f), "SJF_REDIS_URL": "redis://h:8/1", "SJF_REDIS_FAIL_MODE": "open"})
-    assert s.redis_url == "redis://h:8/1" and s.redis == {"fail_mode": "open", "redis_lease_ttl_s": 4}  # env beats the file
+    assert s.redis_url == "redis://h:8/1" and (s.redis["fail_mode"], s.redis["redis_lease_ttl_s"]) == ("open", 4)  # env beats the file
     f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {lease: 4}\n")
     with pytest.raises(ValueError, match="unknown Redis options"):
         load_settings({"SJF_CONFIG": str(f)})
@@ -767,11 +772,11 @@ async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts)
     work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
     work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
     work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
-    local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
+    local = LocalAdmissionQueue(1, policy_of(policy, **opts), "parity")
     expected = await dispatch_order(local, work)
     assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
     assert expected[-1] == 8  # the lowest band last, although oldest and shortest
-    got = await dispatch_order(stores(slots=1, policy=make_policy(policy, **opts)), work)
+    got = await dispatch_order(stores(slots=1, policy=policy_of(policy, **opts)), work)
     assert got == expected, (policy, opts)
 
 
@@ -782,7 +787,7 @@ async def test_fair_shares_across_tenants_in_redis(stores, fairness):
     tenant "flood" queues 10 short requests, then tenant "lone" one long one. With fair
     shares the lone one is served within the first 2; without, SJF serves it last."""
     name = backend()
-    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness=fairness) for _ in range(3)]
+    qs = [stores(slots=1, name=name, policy=policy_of("sjf", tau="off"), fairness=fairness) for _ in range(3)]
     blocker = qs[0].ticket(pred(0.0), RequestMeta(tenant="holder"))
     await blocker.acquire()
     order: list[str] = []
@@ -822,7 +827,7 @@ async def test_supersede_across_processes_in_redis(stores):
     from sjf_core._errors import Superseded
 
     name = backend()
-    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness="user") for _ in range(2)]
+    qs = [stores(slots=1, name=name, policy=policy_of("sjf", tau="off"), fairness="user") for _ in range(2)]
     running = qs[0].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
     await running.acquire()
     tickets, tasks = [], []

@@ -31,8 +31,8 @@ def test_config_is_frozen():
     c = SchedulerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.slots = 4
-    with pytest.raises(TypeError):
-        c.policy_options["k"] = 3  # a read-only mapping
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.promotion.k = 3  # typed settings, frozen too
     assert c.replace(slots=4).slots == 4 and c.slots == 1
 
 
@@ -47,12 +47,12 @@ def test_env_beats_the_file_and_the_file_beats_defaults(tmp_path):
     c = SchedulerConfig.from_env({"SJF_CONFIG": str(f), "SJF_TAU": "off", "SJF_SLOTS": "5",
                                   "SJF_REDIS_FAIL_MODE": "open", "SJF_BACKEND_SLOTS": "http://h:1/v1=6,http://h:2/v1=1"})
     assert (c.policy, c.tau, c.slots) == ("sjf", "off", 5)  # policy from the file, the rest from env
-    assert dict(c.redis_options) == {"fail_mode": "open", "redis_lease_ttl_s": 4}  # SJF_REDIS_* beats the file
+    assert (c.redis.fail_mode, c.redis.redis_lease_ttl_s) == ("open", 4)  # SJF_REDIS_* beats the file
     assert c.backends["http://h:1/v1"] == BackendConfig(slots=6, overload=OverloadConfig(max_queue_depth=5),
                                                         on_disconnect="release")
     assert c.backend("http://h:2/v1").slots == 1 and c.backend("http://other/v1").slots == 5
     assert c.backend("http://other/v1").overload is None and c.backend("http://other/v1").on_disconnect == "probe"
-    assert c.policy_options["promotion"] == "strict"
+    assert c.promotion.rule == "strict"
 
 
 def test_queue_names_join_urls_and_conflicts_keep_the_fewest_slots(tmp_path):

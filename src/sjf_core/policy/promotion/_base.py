@@ -27,6 +27,7 @@ import heapq
 import math
 from typing import Any, Protocol
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
@@ -42,8 +43,10 @@ TOKEN_KEY_SPAN = 1040.0
 #: Parameters of every rule as the Redis store's scripts take them; a rule's :meth:`wire`
 #: overrides its own, the others keep these (unused) values. The rule's name is the
 #: ``promotion`` field of every :meth:`wire`, never a default.
-WIRE_DEFAULTS: dict[str, Any] = {"k": 1, "key_span": 1.0, "horizon": 8.0, "slack": 0.0,
-                                 "floor": 1.0, "slowdown": 8.0, "work_slack": 0.2, "max_wait_s": None}
+WIRE_DEFAULTS: dict[str, Any] = {"k": 1, "key_span": 1.0, "horizon": PromotionSettings.horizon,
+                                 "slack": PromotionSettings.slack, "floor": PromotionSettings.floor,
+                                 "slowdown": PromotionSettings.slowdown, "work_slack": PromotionSettings.work_slack,
+                                 "max_wait_s": None}
 
 
 def work_tokens(entry: Entry) -> float:

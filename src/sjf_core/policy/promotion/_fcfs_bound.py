@@ -16,13 +16,14 @@ import heapq
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._backlog import Backlog
 from sjf_core.policy.promotion._base import PromotionRule, band_top, check
 
 #: Defaults (chosen with ``sjf simulate --scenario variants``).
-DEFAULT_FCFS_SLACK = 0.0
-DEFAULT_FCFS_FLOOR = 1.0
+DEFAULT_FCFS_SLACK = PromotionSettings.slack
+DEFAULT_FCFS_FLOOR = PromotionSettings.floor
 
 
 class FCFSBound(PromotionRule):

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import TOKEN_KEY_SPAN, PromotionRule, check
 
 #: Default ``slowdown`` of the served-work rules (``sjf simulate --scenario guard``).
-DEFAULT_SLOWDOWN = 8.0
+DEFAULT_SLOWDOWN = PromotionSettings.slowdown
 
 
 class WorkAging(PromotionRule):

@@ -15,12 +15,13 @@ import heapq
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import PromotionRule, band_top, check, compact
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN
 
 #: Default ``work_slack`` (``sjf simulate --scenario guard``, docs/scheduling.md).
-DEFAULT_WORK_SLACK = 0.2
+DEFAULT_WORK_SLACK = PromotionSettings.work_slack
 
 
 class WorkBound(PromotionRule):
