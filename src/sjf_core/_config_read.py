@@ -8,6 +8,7 @@ turns ``raw`` into a frozen config. Raises ValueError naming the setting; never 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -241,10 +242,10 @@ def from_values(values: Mapping[str, Any]) -> tuple[dict, dict]:
         backends.setdefault(url, {}).update(opts)
     if backends:
         raw["backends"] = backends
-    if "redis_options" in v:
-        raw["redis"] = dict(v.pop("redis_options") or {})
-    if "redis" in v:
-        raw["redis"] = dict(v.pop("redis") or {})
+    for name in ("redis_options", "redis"):
+        if name in v:  # a mapping of RedisSettings fields, or a RedisSettings itself
+            opts = v.pop(name) or {}
+            raw["redis"] = dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else dict(opts)
     if v.get("redis_url") is False:
         v["redis_url"] = None
     d = v.pop("defaults", None)

@@ -634,7 +634,7 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
     with RedisServer() as srv:
         name = backend()
         workers = [Scheduler(predictor=None, plugins=False, slots=1, redis_url=srv.url,
-                             redis={"retry_s": 0.2, "redis_lease_ttl_s": 1.5}) for _ in range(2)]
+                             redis=RedisSettings(retry_s=0.2, redis_lease_ttl_s=1.5)) for _ in range(2)]
         qs = [w.queue(name) for w in workers]
         assert all(isinstance(q, RedisAdmissionQueue) for q in qs)
         done = []

@@ -154,3 +154,13 @@ def test_scheduler_and_metrics_work_without_prometheus_client():
                          env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["OK", "1"]
+
+
+def test_redis_settings_are_taken_as_themselves_or_as_a_mapping():
+    """The typed settings are accepted where their mapping is: Scheduler(redis=RedisSettings(...))."""
+    from sjf_core.config import RedisSettings, SchedulerConfig
+
+    typed = SchedulerConfig().replace(redis=RedisSettings(retry_s=0.2, redis_lease_ttl_s=1.5))
+    mapped = SchedulerConfig().replace(redis={"retry_s": 0.2, "redis_lease_ttl_s": 1.5})
+    assert typed.redis == mapped.redis
+    assert typed.redis.retry_s == 0.2 and typed.redis.redis_lease_ttl_s == 1.5
