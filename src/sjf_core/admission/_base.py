@@ -142,6 +142,15 @@ class AdmissionQueue:
         """Restart ``t``'s hold limit."""
         raise NotImplementedError
 
+    async def view(self, limit: int = 100) -> dict:
+        """A read-only snapshot: who holds a slot and who waits, in dispatch order, with
+        predicted class and tokens, band, tenant, time waited and when the starvation guard
+        promotes each; never prompt text. Changes nothing. The shape:
+        :func:`sjf_core.admission._view.queue_view`."""
+        from sjf_core.admission._view import queue_view
+
+        return await queue_view(self, limit)
+
     async def _settled(self, t: "Ticket") -> None:
         """Wait until the store has processed ``t``'s release (nothing to wait for here)."""
 
