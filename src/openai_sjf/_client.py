@@ -70,6 +70,7 @@ def wrap(
     slots: int | None = None,
     policy: Any = None,
     tau: Any = None,
+    promotion: Any = None,
     predictor: Any = None,
     scheduler: Any = None,
     retry_rejected: bool = False,
@@ -88,11 +89,14 @@ def wrap(
     Args:
         client: an ``openai.AsyncOpenAI`` (or subclass, e.g. ``AsyncAzureOpenAI``)
             using an ``httpx.AsyncClient`` or an ``httpx2.AsyncClient`` (openai >= 1.92, < 4).
-        slots: concurrent requests the backend gets (>= 1; default 1, a serial
+        slots: concurrent requests the backend gets (an integer >= 1; default 1, a serial
             backend). Applies when this wrap creates the backend's queue.
         policy: "sjf-tokens" (default: expected answer tokens), "sjf" (P(Long)), "fair", "fcfs", or a ``sjf_core`` Policy.
-        tau: starvation bound τ: "3x" (default, × mean Short service time),
-            seconds (float), or "off" (paper §3.4).
+        tau: "off" turns the starvation guard off; else the time bound of the time-based
+            guards: "3x" (default, × mean Short service time) or seconds (paper §3.4).
+        promotion: the starvation guard, as the plugin's ``SJF_PROMOTION``: "work-bound"
+            (default: on served work, τ unused), "work-aging", "fcfs-bound", "strict" (the
+            paper's τ rule), "one-in-k", "aging", "aged-sjf" (docs/scheduling.md).
         predictor: a ``sjf_core`` predictor (anything with
             ``.predict(text) -> Prediction``), a path to an ONNX model, or
             "default" (the shipped model).
@@ -135,9 +139,9 @@ def wrap(
 
     Raises:
         TypeError: ``client`` is not an async OpenAI client on an ``httpx``/``httpx2`` ``AsyncClient``.
-        ValueError: bad options (``slots`` < 1, unknown policy, bad τ, unknown
-            ``on_close``, ``probe_timeout_s`` <= 0, or ``scheduler`` together with
-            other options).
+        ValueError: bad options, the message naming the option (``slots`` not an integer >= 1,
+            unknown policy or promotion rule, bad τ, unknown ``on_close``, ``probe_timeout_s``
+            <= 0, or ``scheduler`` together with other options).
     """
     if on_close not in ON_CLOSE:
         raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
@@ -152,13 +156,14 @@ def wrap(
             f"httpx2.AsyncClient, got {type(client).__name__} on {type(http).__name__}"
         )
     if scheduler is not None:
-        if any(v is not None for v in (slots, policy, tau, predictor, fairness, default_priority,
+        if any(v is not None for v in (slots, policy, tau, promotion, predictor, fairness, default_priority,
                                        default_deadline_s)):
-            raise ValueError("pass either scheduler= or slots/policy/tau/predictor/fairness/defaults, not both")
+            raise ValueError("pass either scheduler= or slots/policy/tau/promotion/predictor/fairness/defaults, "
+                             "not both")
         sched = scheduler
     else:
-        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor,
-                              fairness=fairness, default_priority=default_priority,
+        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, promotion=promotion,
+                              predictor=predictor, fairness=fairness, default_priority=default_priority,
                               default_deadline_s=default_deadline_s)
     start_metrics(getattr(sched, "config", None))  # SJF_METRICS_PORT: the explicit start, once per process
     arrivals = ArrivalMemory()

@@ -15,10 +15,10 @@ Rules (one process):
     them (a default for what is not given), reused by later wraps with the same options.
 
   ``slots`` sets the backend's slot count if its queue does not exist yet.
-* A later wrap of an already-claimed base URL whose ``slots``/``policy``/``tau``/
-  ``predictor`` differ from the first keeps the first settings and emits a
-  :class:`RuntimeWarning` (the first wrap wins; no second queue is ever made for
-  one backend by default). Pass ``scheduler=`` for deliberately separate queues.
+* A later wrap of an already-claimed base URL whose options (:data:`OPTION_NAMES`) differ
+  from the first keeps the first settings and emits a :class:`RuntimeWarning` naming each
+  option with its value (the first wrap wins; no second queue is ever made for one backend
+  by default). Pass ``scheduler=`` for deliberately separate queues.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
 from sjf_core.config import SchedulerConfig
 
 _lock = threading.Lock()
-#: backend key -> (scheduler, (slots, policy, tau, predictor) as first given)
+#: the options of :func:`scheduler_for`, in the order of the tuples kept below
+OPTION_NAMES = ("slots", "policy", "tau", "promotion", "predictor", "fairness", "default_priority",
+                "default_deadline_s")
+#: backend key -> (scheduler, the options as first given, in OPTION_NAMES order)
 _owners: dict[str, tuple[Scheduler, tuple]] = {}
 #: (policy, tau, predictor identity) -> scheduler
 _by_options: dict[tuple, Scheduler] = {}
@@ -39,6 +42,29 @@ _by_options: dict[tuple, Scheduler] = {}
 
 def _ident(x: Any) -> Any:
     return x if x is None or isinstance(x, (str, int, float)) else ("id", id(x))
+
+
+def _labelled(values: tuple) -> str:
+    """``name=value`` for each option that was given (the warning names what it ignores)."""
+    given = [f"{n}={v!r}" for n, v in zip(OPTION_NAMES, values) if v is not None]
+    return ", ".join(given) or "no options"
+
+
+def check_slots(slots: Any) -> int | None:
+    """``slots`` as an int >= 1 (an int, or a string of one), None when not given; else
+    ValueError naming the setting."""
+    if slots is None:
+        return None
+    try:
+        if isinstance(slots, bool) or (isinstance(slots, float) and not slots.is_integer()):
+            raise ValueError
+        n = int(slots.strip() if isinstance(slots, str) else slots)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise ValueError(f"openai_sjf.wrap: slots must be an integer >= 1 (requests the backend runs at once), "
+                         f"got {slots!r}")
+    return n
 
 
 def scheduler_for(
@@ -50,18 +76,20 @@ def scheduler_for(
     fairness: Any = None,
     default_priority: Any = None,
     default_deadline_s: Any = None,
+    promotion: Any = None,
 ) -> Scheduler:
-    """The scheduler for a client of ``base_url`` (see the module rules; ``fairness`` and
-    the defaults count as options like ``policy``: :mod:`sjf_core.policy._tenants`).
+    """The scheduler for a client of ``base_url`` (see the module rules; ``promotion``,
+    ``fairness`` and the defaults count as options like ``policy``:
+    :mod:`sjf_core.policy._tenants`).
 
     Raises:
-        ValueError: ``slots`` < 1, or an unknown policy / bad τ (from :class:`Scheduler`).
+        ValueError: ``slots`` not an integer >= 1, or an unknown policy / promotion rule, a bad
+            τ (from :class:`~sjf_core.config.SchedulerConfig`: the message names the setting).
     """
-    if slots is not None and int(slots) < 1:
-        raise ValueError(f"slots must be >= 1, got {slots!r}")
+    slots = check_slots(slots)
     key = backend_key(base_url)
-    wanted = (slots, _ident(policy), _ident(tau), _ident(predictor), _ident(fairness), _ident(default_priority),
-              _ident(default_deadline_s))
+    wanted = (slots, _ident(policy), _ident(tau), _ident(promotion), _ident(predictor), _ident(fairness),
+              _ident(default_priority), _ident(default_deadline_s))
     with _lock:
         owner = _owners.get(key)
         if owner is not None:
@@ -69,20 +97,21 @@ def scheduler_for(
             if any(w is not None and w != f for w, f in zip(wanted, first)):
                 warnings.warn(
                     f"openai_sjf: backend {key} already has an SJF queue configured by an earlier wrap() "
-                    f"(slots, policy, tau, predictor, fairness, defaults = {first!r}); the new settings {wanted!r} "
-                    "are ignored. "
+                    f"({_labelled(first)}); the new settings ({_labelled(wanted)}) are ignored. "
                     "Pass scheduler= for a separate queue.",
                     RuntimeWarning,
                     stacklevel=3,
                 )
             return sched
-        if all(v is None for v in (policy, tau, predictor, fairness, default_priority, default_deadline_s)):
+        if all(v is None for v in wanted[1:]):
             sched = default_scheduler()
         else:
             okey = wanted[1:]
             sched = _by_options.get(okey)
             if sched is None:
                 given = {"policy": "sjf-tokens" if policy is None else policy, "tau": "3x" if tau is None else tau}
+                if promotion is not None:
+                    given["promotion"] = promotion
                 if fairness is not None:
                     given["fairness"] = fairness
                 if default_priority is not None or default_deadline_s is not None:
@@ -94,8 +123,8 @@ def scheduler_for(
         if slots is not None:
             existing = sched.queues.get(key)
             if existing is None:
-                sched.set_slots(key, int(slots))
-            elif existing.slots != int(slots):
+                sched.set_slots(key, slots)
+            elif existing.slots != slots:
                 warnings.warn(
                     f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "
                     f"slots={slots} is ignored.",
