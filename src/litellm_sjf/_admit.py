@@ -10,7 +10,9 @@
   ``queue``) and waits for a slot. Raises only ``asyncio.CancelledError`` (the client left
   while queued: the ticket leaves the queue) and the deliberate refusals
   :data:`~litellm_sjf._fail_open.REFUSALS` (the call's slot released and forgotten first);
-  any other fault lets the request through unscheduled (fail-open).
+  any other fault of the queue (or of the pre-call hook) sends the request to the
+  backend's last-resort gate (:mod:`sjf_core.admission._last_resort`: FIFO, the backend's
+  slots, shared with the normal queue), never unscheduled.
 
 A retry of the same call on the same backend keeps its slot; a re-run on another backend
 (fallback) hands the old slot back first. A refused call stays refused: LiteLLM's router
@@ -30,9 +32,10 @@ from typing import Any, Callable, Mapping
 
 from sjf_core._errors import AdmissionRejected, Superseded
 from sjf_core._scheduler import backend_key
+from sjf_core.admission._last_resort import LastResort
 
 from ._calls import Call, CallRegistry
-from ._fail_open import fail_open
+from ._fail_open import REFUSALS, fail_open, log_fault
 from ._stats import HandlerStats
 from ._deployment import backend_slots, probe_target
 from .settings import AUTO
@@ -67,6 +70,7 @@ class Admission:
         self.calls = calls
         self.stats = stats
         self._auto_slots: dict[str, asyncio.Future] = {}
+        self._spare: LastResort | None = None  # gates of the plugin's own, if no scheduler builds
         #: litellm_call_id -> (refusal, when): what a router retry of a refused call gets
         self._refused: dict[str, tuple[BaseException, float]] = {}
 
@@ -87,64 +91,140 @@ class Admission:
 
     # ---- pre-call -----------------------------------------------------------------------
     def remember(self, data: Any, call_type: Any, user_api_key_dict: Any) -> None:
-        """Score and record one request (module docstring). Never raises."""
-        with fail_open(self.stats, "litellm_sjf pre-call hook failed; request passes unscheduled"):
-            if self.settings.disabled:
-                return
+        """Score and record one request (module docstring). Never raises: on an internal
+        fault the request is recorded unscored, and its admission goes to the last-resort
+        gate (:meth:`admit`)."""
+        try:
+            self._remember(data, call_type, user_api_key_dict)
+        except Exception as exc:
+            self.stats.fail_open += 1
+            self._remember_fault(data, call_type, exc)
+
+    def _remember(self, data: Any, call_type: Any, user_api_key_dict: Any) -> None:
+        if self.settings.disabled:
+            return
+        endpoint = ENDPOINTS.get(_call_type_name(call_type))
+        if endpoint is None or not isinstance(data, dict):
+            self.stats.passthrough += 1
+            return
+        cid = data.get("litellm_call_id")
+        if not isinstance(cid, str) or not cid:
+            self.stats.passthrough += 1
+            return
+        calls = self.calls
+        calls.prune()
+        psr = data.get("proxy_server_request")
+        psr_id = id(psr)
+        # A re-run of the same HTTP request (fallback) under a new call id: the old
+        # attempt is over, hand its slot back.
+        old = calls.by_request(psr_id) if psr is not None else None
+        if old is not None and old.cid != cid and not old.draining:
+            calls.release(old, None, "rerun")
+        prediction = self.scheduler().predict(data, endpoint)
+        if prediction is not None:
+            self.stats.scored += 1
+        else:
+            self.stats.unscored += 1
+        headers = psr.get("headers") if isinstance(psr, Mapping) else None
+        meta_body = {k: data[k] for k in META_KEYS if k in data}
+        consume_intent(data, meta_body)  # LiteLLM's `priority` is ours, never forwarded
+        call = Call(cid, psr_id, endpoint, prediction, meta_body,
+                    dict(headers) if isinstance(headers, Mapping) else None, bool(data.get("stream")))
+        call.api_key, call.team = identity(user_api_key_dict)
+        calls.add(call, has_psr=psr is not None)
+
+    def _remember_fault(self, data: Any, call_type: Any, exc: BaseException) -> None:
+        """Record a call whose pre-call work failed, unscored and marked with ``exc``
+        (best effort, never raises): its deployment hook queues it at the gate."""
+        try:
             endpoint = ENDPOINTS.get(_call_type_name(call_type))
-            if endpoint is None or not isinstance(data, dict):
-                self.stats.passthrough += 1
+            cid = data.get("litellm_call_id") if isinstance(data, dict) else None
+            if endpoint is None or not isinstance(cid, str) or not cid or self.calls.find(data) is not None:
                 return
-            cid = data.get("litellm_call_id")
-            if not isinstance(cid, str) or not cid:
-                self.stats.passthrough += 1
-                return
-            calls = self.calls
-            calls.prune()
-            psr = data.get("proxy_server_request")
-            psr_id = id(psr)
-            # A re-run of the same HTTP request (fallback) under a new call id: the old
-            # attempt is over, hand its slot back.
-            old = calls.by_request(psr_id) if psr is not None else None
-            if old is not None and old.cid != cid and not old.draining:
-                calls.release(old, None, "rerun")
-            prediction = self.scheduler().predict(data, endpoint)
-            if prediction is not None:
-                self.stats.scored += 1
-            else:
-                self.stats.unscored += 1
-            headers = psr.get("headers") if isinstance(psr, Mapping) else None
             meta_body = {k: data[k] for k in META_KEYS if k in data}
-            consume_intent(data, meta_body)  # LiteLLM's `priority` is ours, never forwarded
-            call = Call(cid, psr_id, endpoint, prediction, meta_body,
-                        dict(headers) if isinstance(headers, Mapping) else None, bool(data.get("stream")))
-            call.api_key, call.team = identity(user_api_key_dict)
-            calls.add(call, has_psr=psr is not None)
+            try:
+                consume_intent(data, meta_body)
+            except Exception:
+                pass
+            call = Call(cid, id(data.get("proxy_server_request")), endpoint, None, meta_body, None,
+                        bool(data.get("stream")))
+            call.fault = exc
+            self.calls.add(call, has_psr=data.get("proxy_server_request") is not None)
+        except Exception:
+            log_fault("litellm_sjf could not record a request after a pre-call fault; it passes unscheduled")
 
     # ---- after routing ------------------------------------------------------------------
     async def admit(self, kwargs: Any, call_type: Any) -> None:
-        """Queue the call for a slot on the chosen backend and wait (module docstring)."""
+        """Queue the call for a slot on the chosen backend and wait (module docstring).
+        An internal fault of the queue sends it to the backend's last-resort gate."""
         refused = self._refused_before(kwargs)
         if refused is not None:  # the router retries a refusal: refused again, never sent
             raise refused
         call = None
-        ticket = None
         try:
-            with fail_open(self.stats, "litellm_sjf could not queue a request; it passes unscheduled"):
+            with fail_open(self.stats, "litellm_sjf could not find a request's record; it passes unscheduled"):
                 call = self.calls.find(kwargs)
-                if call is None or call.done:
-                    return
-                ticket = await self._ticket(call, kwargs, call_type)
-            if ticket is None:
+            if call is None or call.done:
                 return
-            with fail_open(self.stats, "litellm_sjf admission failed; request passes unscheduled"):
-                await self._wait(call, ticket)
+            try:
+                if call.fault is not None:
+                    raise call.fault
+                ticket = await self._ticket(call, kwargs, call_type)
+                if ticket is not None:
+                    await self._wait(call, ticket)
+            except REFUSALS:
+                raise
+            except Exception as exc:
+                await self._gate(call, kwargs, exc)
         except AdmissionRejected as exc:
             self.stats.rejected_429 += 1
             if call is not None:
                 self.calls.release(call, None, "failure")
             self._refuse(call, exc)
             raise
+
+    async def _gate(self, call: Call, kwargs: Any, fault: BaseException) -> None:
+        """Wait at the backend's last-resort gate (FIFO, its slots, no predictor, no store:
+        :mod:`sjf_core.admission._last_resort`) after ``fault``; the slot is released on
+        the call's usual paths."""
+        self.stats.fail_open += 1
+        self.stats.gated += 1
+        call.fault = None
+        old = call.ticket
+        if old is not None:
+            try:
+                old.release(None)  # whatever it holds: the gate's slot replaces it
+            except Exception:
+                log_fault("litellm_sjf ticket release failed; its lease will free the slot")
+        backend = call.backend or self._backend_of(kwargs)
+        if call.probe is None:
+            call.probe = probe_target(kwargs)
+        ticket = self._last_resort().ticket(backend, fault)
+        call.ticket, call.backend = ticket, backend
+        await self._wait(call, ticket)
+
+    def _backend_of(self, kwargs: Any) -> str:
+        api_base = kwargs.get("api_base") if isinstance(kwargs, Mapping) else None
+        try:
+            return self.settings.queue_key(api_base) if api_base else backend_key(f"model:{kwargs.get('model')}")
+        except Exception:
+            return backend_key(api_base)
+
+    def _last_resort(self) -> LastResort:
+        """The scheduler's gates, or (no scheduler could be built) the plugin's own."""
+        try:
+            lr = getattr(self.scheduler(), "last_resort", None)
+            if isinstance(lr, LastResort):
+                return lr
+        except Exception:
+            pass
+        if self._spare is None:
+            self._spare = LastResort(self._spare_slots, self.settings.lease_ttl_s)
+        return self._spare
+
+    def _spare_slots(self, key: str) -> int:
+        n = self.settings.slots_for(key)
+        return n if isinstance(n, int) else 1
 
     async def _ticket(self, call: Call, kwargs: Mapping, call_type: Any) -> Any:
         """A new ticket for ``call`` on its backend, or None (keep the slot it has, or no slot)."""

@@ -34,7 +34,7 @@ class Call:
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
                  "ticket", "backend", "acquired_wall", "draining", "done", "released_at", "probe", "orphaned",
-                 "probe_task", "api_key", "team")
+                 "probe_task", "api_key", "team", "fault")
 
     def __init__(self, cid: str, psr_id: int, endpoint: str, prediction: Any, meta_body: dict,
                  headers: dict | None, stream: bool):
@@ -58,6 +58,7 @@ class Call:
         self.probe_task: asyncio.Task | None = None
         self.api_key = None
         self.team = None
+        self.fault: BaseException | None = None  # a pre-call fault: admitted through the gate
 
     @property
     def running(self) -> bool:

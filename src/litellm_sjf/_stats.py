@@ -42,7 +42,8 @@ class HandlerStats:
     probe_failed: int = 0  # the slot is left to its lease
     probe_unavailable: int = 0  # no api_base to probe: released at once
     rejected_early: int = 0  # LiteLLM would refuse it before the backend: no slot
-    fail_open: int = 0  # an internal fault let the request through
+    fail_open: int = 0  # an internal fault, absorbed (the request goes on)
+    gated: int = 0  # ... while queueing: admitted by the last-resort gate (FIFO, slots kept)
     duplicate_call_ids: int = 0
     superseded_409: int = 0
 

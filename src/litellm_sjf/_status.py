@@ -4,7 +4,7 @@
 * :func:`handler_status` assembles ``SJFHandler.status()`` (synchronous, counters): ``{"backends":
   {key: {"slots", "in_flight", "waiting", "tau_s", "tau_used", "stats", "promotion",
   "slowdown"[, "tenants"]}}, "tracked_calls", "draining", "tokens_per_s", "counters",
-  "probes", "memory", "settings"}`` — numbers, names and hashes, never prompt text.
+  "probes", "memory", "last_resort", "settings"}`` — numbers, names and hashes, never prompt text.
   ``promotion`` / ``slowdown`` per backend are the rule its queue's policy runs (None if
   unknown); ``tau_used`` says whether that rule reads τ (the served-work rules, the default
   among them, use τ only as their off switch); ``settings`` holds the effective values
@@ -89,6 +89,12 @@ def _queue_status(q: Any) -> dict:
     return out
 
 
+def _last_resort_status(scheduler: Any) -> dict:
+    """The last-resort gates' counts (``{"by_kind", "backends"}``), empty without a scheduler."""
+    lr = getattr(scheduler, "last_resort", None)
+    return lr.status() if lr is not None else {"by_kind": {}, "backends": {}}
+
+
 def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings: Any) -> dict:
     """The plugin's status (module docstring). ``scheduler`` None: not built yet."""
     backends = {}
@@ -101,6 +107,7 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     return {"backends": backends, "tracked_calls": tracked, "draining": draining,
             "tokens_per_s": rates.as_dict(), "counters": stats.as_dict(), "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
+            "last_resort": _last_resort_status(scheduler),
             "settings": _effective_settings(s)}
 
 

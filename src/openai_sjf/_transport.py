@@ -18,8 +18,9 @@ Local replies (:mod:`openai_sjf._replies`): overload (``AdmissionRejected``) -> 
 (``openai.RateLimitError``, not retried unless ``retry_rejected``); superseded while queued ->
 HTTP 409 (``openai.ConflictError``), never sent. Our ``x-sjf-*`` headers (but the probe mark) are
 never sent on. Fail-open (DESIGN.md invariant 5): an unreadable body is admitted unscored (FCFS
-among equals); an internal fault sends the request straight through, counted in
-:attr:`SJFTransport.stats`, logged without prompt text. Details: docs/openai_sjf.md.
+among equals); an internal fault of admission waits at the backend's last-resort gate (FIFO, the
+same slots, :mod:`sjf_core.admission._last_resort`), counted in :attr:`SJFTransport.stats`
+(``internal_errors``, ``gated``), logged without prompt text. Details: docs/openai_sjf.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core.admission._last_resort import LastResort
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HTTPX, HttpLib, flavour, lib_of_transport
@@ -56,7 +58,8 @@ class TransportStats:
     unparsable: int = 0
     rejected: int = 0
     queue_timeouts: int = 0
-    internal_errors: int = 0
+    internal_errors: int = 0  # internal faults of admission ...
+    gated: int = 0  # ... each admitted by the last-resort gate (FIFO, slots kept), never unscheduled
     superseded: int = 0  # answered 409: a newer request with the same supersede key
     orphans: int = 0  # slots handed to an idle probe (sjf_core.admission._probe)
     probes_ok: int = 0  # ... released when the probe returned
@@ -121,6 +124,7 @@ class SJFTransport:
         self.probe_header_names = frozenset(h.lower() for h in probe_header_names)
         self.arrivals = arrivals or ArrivalMemory()
         self.stats = TransportStats()
+        self._spare: LastResort | None = None
 
     # ---- lifecycle: delegate ------------------------------------------------------
     async def __aenter__(self):
@@ -143,33 +147,9 @@ class SJFTransport:
             self.stats.passed_through += 1
             return await self.inner.handle_async_request(request)
         path = request.url.path
-
-        try:
-            ticket = self._ticket(request, path, endpoint, headers)
-        except AdmissionRejected as exc:
-            return self._rejected(request, exc)
-        except Superseded:
-            return self._superseded(request)
-        except Exception:
-            self.stats.internal_errors += 1
-            log.exception("openai_sjf: admission failed internally; sending the request without admission")
-            return await self.inner.handle_async_request(request)
-
-        try:
-            self._sweep_if_waiting(ticket)
-            await ticket.acquire(queue_wait_limit(request))
-        except (asyncio.TimeoutError, TimeoutError):
-            self.stats.queue_timeouts += 1
-            raise self.http.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
-        except AdmissionRejected as exc:
-            return self._rejected(request, exc)
-        except Superseded:
-            return self._superseded(request)
-        except Exception:
-            # acquire already left the queue (Ticket._abandon); fail open.
-            self.stats.internal_errors += 1
-            log.exception("openai_sjf: admission wait failed internally; sending the request without admission")
-            return await self.inner.handle_async_request(request)
+        ticket = await self._admit(request, path, endpoint, headers)
+        if isinstance(ticket, self.http.Response):  # a local reply (429 / 409)
+            return ticket
         self.stats.admitted += 1
 
         try:
@@ -207,6 +187,49 @@ class SJFTransport:
             ticket.release()
             raise
         return response
+
+    async def _admit(self, request, path: str, endpoint: str, headers: dict | None):
+        """Wait for the request's slot: its ticket, or a local 429 / 409 reply. An internal
+        fault of the queue waits at the backend's last-resort gate instead (FIFO, the same
+        slots; :mod:`sjf_core.admission._last_resort`). Raises ``PoolTimeout`` when the
+        wait limit passes, ``CancelledError`` when the caller leaves."""
+        limit = queue_wait_limit(request)
+        ticket = None
+        try:
+            ticket = self._ticket(request, path, endpoint, headers)
+            self._sweep_if_waiting(ticket)
+            await ticket.acquire(limit)
+            return ticket
+        except (asyncio.TimeoutError, TimeoutError):
+            self.stats.queue_timeouts += 1
+            raise self.http.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
+        except AdmissionRejected as exc:
+            return self._rejected(request, exc)
+        except Superseded:
+            return self._superseded(request)
+        except Exception as exc:
+            fault = exc
+        self.stats.internal_errors += 1
+        self.stats.gated += 1
+        if ticket is not None:
+            ticket.release()  # whatever it holds (acquire already left the queue)
+        gate = self._last_resort().ticket(backend_of(request.url, path, endpoint), fault)
+        try:
+            await gate.acquire(limit)
+        except (asyncio.TimeoutError, TimeoutError):
+            self.stats.queue_timeouts += 1
+            raise self.http.PoolTimeout("timed out waiting for an SJF admission slot", request=request) from None
+        return gate
+
+    def _last_resort(self) -> LastResort:
+        """The scheduler's gates, or the transport's own for a scheduler without them."""
+        lr = getattr(self.scheduler, "last_resort", None)
+        if isinstance(lr, LastResort):
+            return lr
+        if self._spare is None:
+            slots = getattr(self.scheduler, "slots_for", None)
+            self._spare = LastResort(slots if callable(slots) else (lambda key: 1))
+        return self._spare
 
     def _orphan(self, request, path: str, endpoint: str, ticket, loop=None) -> None:
         """Hand ``ticket`` to an idle probe of the request's backend (never raises)."""

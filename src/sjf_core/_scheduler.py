@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping
 
 from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
 from sjf_core.admission._backend_url import normalise
+from sjf_core.admission._last_resort import LastResort
+from sjf_core.admission._ledger import attach_ledger
 from sjf_core.admission._local import AdmissionQueue, QueueEvents, Ticket
 from sjf_core.admission._redis import RedisAdmissionQueue
 from sjf_core.config import AUTO, SchedulerConfig
@@ -80,6 +82,8 @@ class Scheduler:
         self._policy_wrappers: list[Callable] = []
         self.listeners: list[QueueEvents] = list(listeners or [])
         install_default_metrics(self.listeners, self.config.metrics)
+        #: each backend's in-process slot ledger and last-resort gate (admission/_last_resort.py)
+        self.last_resort = LastResort(self.slots_for, self.config.lease_ttl_s, self.listeners)
         self.memory = None
         if memory is FROM_CONFIG:
             try:
@@ -134,7 +138,8 @@ class Scheduler:
             if key in self._queues:
                 return False
             self._slots[key] = int(slots)
-            return True
+        self.last_resort.resize(key, int(slots))
+        return True
 
     def make_policy(self) -> Policy:
         """A fresh policy for a new queue: the config's, wrapped by any extensions."""
@@ -205,7 +210,6 @@ class Scheduler:
     def _learn_unscored(self, body: Any, endpoint: str):
         return self.scoring.learn_unscored(body, endpoint)
 
-    # ---- predictor --------------------------------------------------------------------
     # ---- queues -----------------------------------------------------------------------
     def queue(self, backend: Any = "default") -> AdmissionQueue:
         """The admission queue of ``backend`` (a base URL), created on first use: an
@@ -217,7 +221,9 @@ class Scheduler:
             with self._lock:
                 q = self._queues.get(key)
                 if q is None:
-                    q = self._queues[key] = self._new_queue(key)
+                    q = self._new_queue(key)
+                    attach_ledger(q, self.last_resort.ledger(key))  # one bound with the gate
+                    self._queues[key] = q
         return q
 
     def _new_queue(self, key: str):

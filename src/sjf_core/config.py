@@ -241,6 +241,7 @@ class SchedulerConfig:
         """Cross-field checks; raises ValueError naming the setting."""
         w.check(w.among("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s"), self.make_policy)
         if self.redis_url:
+            w.check("redis_url", lambda: _v.redis_url(self.redis_url))
             url, opts = w.check(w.among("redis_url", "redis", "policy"), lambda: redis_config(self.redis_url, dict(self.redis_options),
                                                              self.make_policy()))
             object.__setattr__(self, "redis_options", MappingProxyType(opts))

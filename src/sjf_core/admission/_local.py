@@ -64,6 +64,9 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
     """
 
     store = "local"
+    #: the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger`, shared with
+    #: every other path to it (the gate, Redis grants); None: this queue's count alone
+    ledger = None
 
     def __init__(
         self,
@@ -270,8 +273,13 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
 
     def _dispatch(self) -> None:
         """Grant free slots to waiters (work-conserving, invariant 3)."""
-        pending, stats = self.pending, self.stats
+        pending, stats, ledger = self.pending, self.stats, self.ledger
+        reserved = False  # a unit of the ledger taken for the next grant
         while self._in_flight < self.slots and len(pending):
+            if ledger is not None and not reserved:
+                if not ledger.try_take():  # another path (gate, Redis grant) holds the room
+                    break
+                reserved = True
             now = self.clock()
             entry = pending.pop(now)
             if entry is None:
@@ -280,6 +288,7 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
             fut = t._fut
             if fut is None or fut.done():  # cancelled while being popped
                 continue
+            reserved = False
             self._in_flight += 1
             stats.dispatched += 1
             if entry.promoted:
@@ -297,6 +306,8 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
                 self._arm_lease(t)
             fut.set_result(True)
             self._emit("on_dispatch", entry, now - entry.arrival)
+        if reserved:
+            ledger.give(self)
         if self._deferred:
             self._wake_deferred()
 
@@ -320,6 +331,8 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         except Exception:
             log.exception("policy observe failed")
         self._emit("on_complete", entry, service_s, answer_tokens)
+        if self.ledger is not None:
+            self.ledger.give(self)
         self._dispatch()
 
 

@@ -84,6 +84,8 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
     """
 
     store = "redis"
+    #: the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger` (or None)
+    ledger = None
 
     def __init__(
         self,

@@ -35,7 +35,7 @@ class RedisGrant:
     """
 
     __slots__ = ("ls", "rid", "epoch", "fence", "dispatched_server", "server_arrival", "work", "hold_deadline",
-                 "enqueue_task", "acq_task", "release_task", "delegate")
+                 "enqueue_task", "acq_task", "release_task", "delegate", "unit")
 
     def __init__(self, ls: _LoopState):
         self.ls = ls
@@ -46,6 +46,7 @@ class RedisGrant:
         self.acq_task: asyncio.Task | None = None
         self.release_task: asyncio.Task | None = None
         self.delegate: Ticket | None = None
+        self.unit = False  # it holds a unit of the backend's in-process ledger (_ledger.py)
 
 
 class _RedisGrants:
@@ -98,6 +99,9 @@ class _RedisGrants:
             return
         self._observe(t.entry, service_s, answer_tokens)
         g.ls.held.pop(g.fence, None)
+        if g.unit:
+            g.unit = False
+            self.ledger.give()
         true_class = -1
         if answer_tokens is not None:
             try:
@@ -164,7 +168,7 @@ class _RedisGrants:
             self._summary(r, 4, ls)
             if r[3]:
                 self._granted(t, r[3])
-                return
+                return await self._room(t)
             ls.waiting[g.rid] = t
             self._ensure_heartbeat(ls)
             try:
@@ -173,7 +177,7 @@ class _RedisGrants:
                 ls.waiting.pop(g.rid, None)
                 return await self._unavailable(t, exc)
             if status == "granted":
-                return
+                return await self._room(t)
             ls.waiting.pop(g.rid, None)
             if status == "superseded":
                 self.stats.superseded += 1
@@ -205,6 +209,14 @@ class _RedisGrants:
                 # the script pushed the status to the wake list: consume it
                 await ls.fast.delete(wake)
                 return statuses[0]
+
+    async def _room(self, t: Ticket) -> None:
+        """Hold a unit of the in-process ledger too: a grant of Redis waits while this
+        process's other paths (fail-open local queue, last-resort gate) fill the backend."""
+        if self.ledger is not None:
+            if not self.ledger.try_take():
+                await self.ledger.take()
+            t.grant.unit = True
 
     def _granted(self, t: Ticket, signal: str) -> None:
         g, stats = t.grant, self.stats

@@ -6,6 +6,7 @@ Examples::
     sjf simulate --policy fair --predictor acc=0.8 --rho 0.85
     sjf simulate --scenario table10 --out sim-out  # paper Table 10 + Figure 4
     sjf simulate --scenario all --out sim-out      # every experiment, JSON + PNG
+    sjf simulate --scenario pool                   # M/G/k: per-backend queues vs one pool queue
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 HELP = "simulate admission policies on a virtual clock (M/G/k, bursts, paper Table 10, τ variants)"
 
 SCENARIOS = ("single", "table10", "rho", "variants", "bursts", "noise", "frontier", "guard", "speed", "tenants",
-             "all")
+             "pool", "all")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -33,6 +33,7 @@ from sjf_core.policy.promotion import PromotionRule
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_lab.sim.engine import simulate
 from sjf_lab.sim.noise import PredictorModel, measured_ranking_accuracy
+from sjf_lab.sim.pool_experiments import pool_comparison, pool_markdown
 from sjf_lab.sim.workload import SHAREGPT_MIX, WorkloadSpec, burst_workload, poisson_workload
 
 #: Paper Table 10: short-request P50 sojourn (s) at ρ = 0.74 for FCFS, τ = 1×, 2×, 3×, ∞.
@@ -487,6 +488,8 @@ def guard(n: int = 2000, seeds: int = 5, rhos=(0.74, 0.85), c2: float = 2.0,
 def markdown(name: str, res: dict) -> str:
     """Markdown tables for an experiment result."""
     lines: list[str] = []
+    if name == "pool":
+        return pool_markdown(res)
     if name == "tenants":
         lines += [f"**Two tenants, ρ = {res['rho']}** (\"flood\" sends {100 * res['flood_share']:.0f}% of the "
                   f"requests, \"light\" the rest; sojourn seconds, mean of {res['seeds']} seeds × {res['n']} requests)",
@@ -633,4 +636,4 @@ def tenants(n: int = 2000, seeds: int = 5, rho: float = 0.8, flood_share: float 
 
 
 EXPERIMENTS = {"table10": table10, "rho": rho_sweep, "variants": variants, "bursts": bursts, "noise": noise,
-               "frontier": frontier, "speed": speed, "guard": guard, "tenants": tenants}
+               "frontier": frontier, "speed": speed, "guard": guard, "tenants": tenants, "pool": pool_comparison}

@@ -1,0 +1,102 @@
+"""Issue 20, LiteLLM side: an admission fault never sends a request unscheduled.
+
+A real LiteLLM proxy subprocess with the plugin (its scheduler from
+``tests/failsafe_factory.py``: the Redis store on a real redis-server of this module, and a
+predictor whose prediction raises when read for prompts starting "BOOM"), real clients
+(httpx) and the emulator (a real HTTP server, 1 slot) as backends. Every bound is counted at
+the backend (the emulator's ``max_in_flight`` of user requests) and asserted here
+explicitly. Both tests fail on the code before the last-resort gate: 8 and 2 in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from waits import wait_until as until
+
+from redis_server import RedisServer
+from sjf_lab.emulator import EmulatorThread
+from sjf_lab.proxy_runner import LiteLLMProxy, free_port, proxy_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+N = 8
+HOLD = "hold the backend"  # the emulator holds its slot until told (trace fault "hold")
+TESTS_DIR = str(Path(__file__).resolve().parents[1])
+
+
+class H:
+    def __init__(self, proxy, status_port, emus, redis):
+        self.proxy, self.status_port, self.emus, self.redis = proxy, status_port, emus, redis
+
+    def status(self) -> dict:
+        return httpx.get(f"http://127.0.0.1:{self.status_port}/sjf/status", timeout=10).json()
+
+    async def chat(self, group: str, prompt: str) -> int:
+        async with httpx.AsyncClient(timeout=120) as c:
+            r = await c.post(self.proxy.openai_base_url + "/chat/completions",
+                             headers={"Authorization": f"Bearer {self.proxy.master_key}"},
+                             json={"model": group, "messages": [{"role": "user", "content": prompt}],
+                                   "max_tokens": 20})
+            r.raise_for_status()
+            return r.json()["usage"]["completion_tokens"]
+
+
+@pytest.fixture(scope="module")
+def gp():
+    hold = [{"prompt": HOLD, "answer_tokens": 20, "fault": "hold"}]
+    emus = {"boom": EmulatorThread(tokens_per_s=400), "kill": EmulatorThread(tokens_per_s=400, trace_records=hold)}
+    srv = RedisServer().start()
+    proxy = None
+    try:
+        cfg = proxy_config({g: e.base_url for g, e in emus.items()}, plugin=True)
+        status_port = free_port()
+        proxy = LiteLLMProxy(cfg, env={
+            "SJF_SCHEDULER_FACTORY": "failsafe_factory:make", "SJF_TEST_FAILSAFE_REDIS": srv.url,
+            "SJF_STATUS_PORT": str(status_port), "SJF_PLUGINS": "none",
+            "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")])})
+        proxy.start()
+        yield H(proxy, status_port, emus, srv)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        srv.close()
+        for e in emus.values():
+            e.stop()
+
+
+async def test_a_predictor_fault_on_a_burst_keeps_one_in_flight_and_answers_all(gp):
+    emu = gp.emus["boom"]
+    got = await asyncio.wait_for(asyncio.gather(*[gp.chat("boom", f"BOOM question {i}") for i in range(N)]), 120)
+    assert got == [20] * N
+    st = emu.stats()
+    assert st["max_in_flight"] == 1 and st["served"] == N, st["max_in_flight"]
+    c = gp.status()["counters"]
+    assert c["gated"] == N and c["admitted"] >= N
+
+
+async def test_redis_killed_mid_burst_keeps_one_in_flight_and_loses_nothing(gp):
+    emu = gp.emus["kill"]
+    holder = asyncio.ensure_future(gp.chat("kill", HOLD))
+    await until(lambda: emu.stats()["held"] == 1, timeout=60)
+    rest = asyncio.ensure_future(asyncio.gather(*[gp.chat("kill", f"question {i}") for i in range(N - 1)]))
+    key = next(k for k in gp.status()["backends"] if str(emu.port) in k)
+    await until(lambda: gp.status()["backends"][key]["waiting"] >= N - 1, timeout=60)
+    await asyncio.get_running_loop().run_in_executor(None, gp.redis.stop, signal.SIGKILL)
+    await until(lambda: gp.status()["backends"][key]["stats"]["failopen"] >= N - 1, timeout=60)
+    await asyncio.sleep(0.3)  # time enough for a local queue to (wrongly) dispatch beside the holder
+    assert emu.stats()["in_flight"] == 1
+    emu.release_holds()
+    assert await asyncio.wait_for(holder, 60) == 20
+    assert await asyncio.wait_for(rest, 120) == [20] * (N - 1)
+    st = emu.stats()
+    assert st["max_in_flight"] == 1 and st["served"] == N, st["max_in_flight"]
+    await asyncio.get_running_loop().run_in_executor(None, gp.redis.start)  # back for later requests
+    assert await gp.chat("kill", "after the restart") == 20
+    await until(lambda: gp.status()["backends"][key]["in_flight"] == 0, timeout=30)
+    assert emu.stats()["max_in_flight"] == 1
