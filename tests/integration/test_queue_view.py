@@ -15,7 +15,7 @@ import pytest
 from test_queue_contract import make_queue  # noqa: F401 (the fixture: a local and a Redis queue)
 from waits import wait_until
 
-from sjf_core.admission._local import AdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._view import local_view, queue_view
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
@@ -82,7 +82,7 @@ async def _drained(q) -> bool:
 
 
 async def test_local_view_limit_and_max_wait_points():
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf-tokens", max_wait_s=60), name="http://127.0.0.1:1/v1")
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf-tokens", max_wait_s=60), name="http://127.0.0.1:1/v1")
     runner = q.ticket(SHORT)
     await runner.acquire()
     futs = [asyncio.ensure_future(q.ticket(p).acquire()) for p in (LONG, MEDIUM, SHORT)]

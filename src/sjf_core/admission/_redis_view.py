@@ -50,7 +50,8 @@ def _holder(f: list[str], now: float) -> dict:
 
 async def _read(q: Any) -> tuple[float, dict, dict, float, dict]:
     keys = dict(zip(_KEY_NAMES, q.keys))
-    fast = q._state().fast
+    state = getattr(q, "loop_state", None) or q._state  # the store's clients on this loop
+    fast = state().fast
     pipe = fast.pipeline(transaction=False)
     pipe.time()
     pipe.hgetall(keys["wi"])
