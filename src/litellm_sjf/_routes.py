@@ -122,6 +122,30 @@ def with_basic_auth(inner: Any, challenge: bool, names: frozenset[bytes]) -> Any
     return app
 
 
+def _cli_option(argv: list[str], name: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def page_url(argv: list[str] | None = None, env: dict | None = None) -> str:
+    """The page's URL as the proxy was started: ``--host`` / ``--port`` of LiteLLM's CLI, else
+    its ``HOST`` / ``PORT`` variables, else its defaults (0.0.0.0:4000; a wildcard host is
+    shown as 127.0.0.1). For the start-up line; never raises."""
+    import os
+
+    argv = sys.argv if argv is None else argv
+    env = os.environ if env is None else env
+    host = _cli_option(argv, "--host") or env.get("HOST") or "0.0.0.0"
+    port = _cli_option(argv, "--port") or env.get("PORT") or "4000"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}{PAGE_PATH}"
+
+
 def _proxy_app() -> tuple[Any, Any] | None:
     ps = sys.modules.get("litellm.proxy.proxy_server")
     if ps is None:
@@ -157,6 +181,8 @@ def mount_status_routes(handler: Any) -> bool:
             route.app = with_basic_auth(route.app, challenge, names)
             routes.append(route)
         app.router.routes[:0] = routes
+        log.info("litellm_sjf: queue status on %s (JSON: %sstatus; the master key or an admin key)",
+                 page_url(), page_url())
         return True
     except Exception as exc:  # an other LiteLLM: the status stays on SJF_STATUS_PORT only
         log.warning("litellm_sjf: could not add /sjf/status to the proxy's port (%s); set SJF_STATUS_PORT "
