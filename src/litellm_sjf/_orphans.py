@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import Any, Mapping
 
-from sjf_core.admission._probe import probe_gate
+from sjf_core import probe_gate
 
 from ._calls import Call, CallRegistry, usage_tokens
 from ._fail_open import fail_open, log_fault

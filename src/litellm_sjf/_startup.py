@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from sjf_core.ext._metrics import backend_label
+from sjf_core import backend_label
 
 from ._stream_pump import proxy_config_path
 from ._deployment import provider_and_model

@@ -28,12 +28,11 @@ import json
 import logging
 from typing import Iterable
 
-from sjf_core.admission._probe import PROBE_HEADER, probe_gate, probe_request
+from sjf_core import PROBE_HEADER, note_fault, probe_gate, probe_request
+from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S
 
 log = logging.getLogger("openai_sjf")
 
-#: Seconds a probe may take before the slot falls back to the lease (the SDK's default read timeout).
-DEFAULT_PROBE_TIMEOUT_S = 600.0
 #: Headers of the orphan copied to its probe (credentials and identity), lower case.
 PROBE_HEADERS = frozenset({"authorization", "api-key", "openai-organization", "openai-project", "user-agent"})
 #: Headers never copied (the probe sets its own body and framing).
@@ -90,6 +89,7 @@ class OrphanProbe:
             if isinstance(body, dict) and isinstance(body.get("model"), str):
                 model = body["model"]
         except Exception:  # unreadable body: a probe without a model (servers with one model accept it)
+            note_fault(log, "orphan's body unreadable; the probe names no model", level=logging.DEBUG)
             model = None
         url, payload = probe_request(self.backend, "openai", model)
         headers = {k: v for k, v in self.request.headers.items()
@@ -120,7 +120,8 @@ class OrphanProbe:
         ok = False
         try:
             ok = await probe_gate(self.backend).wait_idle(self.send, self.timeout_s)
-        except BaseException:  # cancelled (loop shutting down): fall through to the fallback
+        except BaseException:  # cancelled (loop shutting down): fall through to the fallback (counted below)
+            note_fault(log, "idle probe wait ended early; the lease frees the slot", level=logging.DEBUG)
             ok = False
         finally:
             if self.stats is not None:

@@ -17,8 +17,8 @@ Rules (one process):
   ``slots`` sets the backend's slot count if its queue does not exist yet.
 * A later wrap of an already-claimed base URL whose options (:data:`OPTION_NAMES`) differ
   from the first keeps the first settings and emits a :class:`RuntimeWarning` naming each
-  option with its value (the first wrap wins; no second queue is ever made for one backend
-  by default). Pass ``scheduler=`` for deliberately separate queues.
+  given option with its value (the first wrap wins; no second queue is ever made for one
+  backend by default). Pass ``scheduler=`` for deliberately separate queues.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import threading
 import warnings
 from typing import Any
 
-from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
+from sjf_core import Scheduler, backend_key, default_scheduler
 from sjf_core.config import SchedulerConfig
 
 _lock = threading.Lock()
 #: the options of :func:`scheduler_for`, in the order of the tuples kept below
-OPTION_NAMES = ("slots", "policy", "tau", "promotion", "predictor", "fairness", "default_priority",
-                "default_deadline_s")
+OPTION_NAMES = ("slots", "policy", "tau", "predictor", "fairness", "default_priority", "default_deadline_s",
+                "promotion")
 #: backend key -> (scheduler, the options as first given, in OPTION_NAMES order)
 _owners: dict[str, tuple[Scheduler, tuple]] = {}
 #: (policy, tau, predictor identity) -> scheduler
@@ -50,23 +50,6 @@ def _labelled(values: tuple) -> str:
     return ", ".join(given) or "no options"
 
 
-def check_slots(slots: Any) -> int | None:
-    """``slots`` as an int >= 1 (an int, or a string of one), None when not given; else
-    ValueError naming the setting."""
-    if slots is None:
-        return None
-    try:
-        if isinstance(slots, bool) or (isinstance(slots, float) and not slots.is_integer()):
-            raise ValueError
-        n = int(slots.strip() if isinstance(slots, str) else slots)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1:
-        raise ValueError(f"openai_sjf.wrap: slots must be an integer >= 1 (requests the backend runs at once), "
-                         f"got {slots!r}")
-    return n
-
-
 def scheduler_for(
     base_url: Any,
     slots: int | None = None,
@@ -78,18 +61,16 @@ def scheduler_for(
     default_deadline_s: Any = None,
     promotion: Any = None,
 ) -> Scheduler:
-    """The scheduler for a client of ``base_url`` (see the module rules; ``promotion``,
-    ``fairness`` and the defaults count as options like ``policy``:
-    :mod:`sjf_core.policy._tenants`).
+    """The scheduler for a client of ``base_url`` (see the module rules; ``fairness``, the
+    defaults and ``promotion`` count as options like ``policy``: :mod:`sjf_core.policy._tenants`).
+    ``slots`` was checked by the caller (:class:`~openai_sjf._options.WrapOptions`).
 
     Raises:
-        ValueError: ``slots`` not an integer >= 1, or an unknown policy / promotion rule, a bad
-            τ (from :class:`~sjf_core.config.SchedulerConfig`: the message names the setting).
+        ValueError: an unknown policy / bad τ (from :class:`Scheduler`).
     """
-    slots = check_slots(slots)
     key = backend_key(base_url)
-    wanted = (slots, _ident(policy), _ident(tau), _ident(promotion), _ident(predictor), _ident(fairness),
-              _ident(default_priority), _ident(default_deadline_s))
+    options = (policy, tau, predictor, fairness, default_priority, default_deadline_s, promotion)
+    wanted = (slots, *map(_ident, options))
     with _lock:
         owner = _owners.get(key)
         if owner is not None:
@@ -97,42 +78,45 @@ def scheduler_for(
             if any(w is not None and w != f for w, f in zip(wanted, first)):
                 warnings.warn(
                     f"openai_sjf: backend {key} already has an SJF queue configured by an earlier wrap() "
-                    f"({_labelled(first)}); the new settings ({_labelled(wanted)}) are ignored. "
-                    "Pass scheduler= for a separate queue.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+                    f"({_labelled(first)}); the new settings ({_labelled(wanted)}) are ignored. Pass scheduler= for "
+                    "a separate queue.", RuntimeWarning, stacklevel=3)
             return sched
-        if all(v is None for v in wanted[1:]):
+        if all(v is None for v in options):
             sched = default_scheduler()
         else:
-            okey = wanted[1:]
-            sched = _by_options.get(okey)
+            sched = _by_options.get(wanted[1:])
             if sched is None:
-                given = {"policy": "sjf-tokens" if policy is None else policy, "tau": "3x" if tau is None else tau}
-                if promotion is not None:
-                    given["promotion"] = promotion
-                if fairness is not None:
-                    given["fairness"] = fairness
-                if default_priority is not None or default_deadline_s is not None:
-                    given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
-                config = SchedulerConfig.from_env().replace(**given)
-                sched = Scheduler(config, predictor="default" if predictor is None else predictor)
-                _by_options[okey] = sched
+                sched = _by_options[wanted[1:]] = _new_scheduler(*options)
         sched.preload()  # the first request that waits must not pay the model load
         if slots is not None:
-            existing = sched.queues.get(key)
-            if existing is None:
-                sched.set_slots(key, slots)
-            elif existing.slots != slots:
-                warnings.warn(
-                    f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "
-                    f"slots={slots} is ignored.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            _claim_slots(sched, key, slots)
         _owners[key] = (sched, wanted)
         return sched
+
+
+def _new_scheduler(policy, tau, predictor, fairness, default_priority, default_deadline_s, promotion) -> Scheduler:
+    """A scheduler from the ``SJF_*`` settings with these options laid over them (the core's
+    default policy and τ for what is not given)."""
+    base = SchedulerConfig()
+    given = {"policy": base.policy if policy is None else policy, "tau": base.tau if tau is None else tau}
+    if promotion is not None:
+        given["promotion"] = promotion
+    if fairness is not None:
+        given["fairness"] = fairness
+    if default_priority is not None or default_deadline_s is not None:
+        given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
+    config = SchedulerConfig.from_env().replace(**given)
+    return Scheduler(config, predictor=base.predictor if predictor is None else predictor)
+
+
+def _claim_slots(sched: Scheduler, key: str, slots: int) -> None:
+    """Set the slots of ``key``'s queue before it exists; warn when it exists with others."""
+    existing = sched.queues.get(key)
+    if existing is None:
+        sched.set_slots(key, slots)
+    elif existing.slots != slots:
+        warnings.warn(f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "
+                      f"slots={slots} is ignored.", RuntimeWarning, stacklevel=4)
 
 
 def _reset_for_tests() -> None:
