@@ -19,17 +19,32 @@ the readers return copies and may run on another thread.
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import threading
 import time
 from typing import Any, Callable
 
-from sjf_core.admission._events import QueueEvents
-from sjf_core.admission._view import class_name, finite
-from sjf_core.ext._metrics import backend_label
-from sjf_core.policy._entry import CLASS_NAMES, class_of_tokens
+from sjf_core import CLASS_NAMES, QueueEvents, backend_label, class_of_tokens, note_fault
 
 __all__ = ["OpsRecorder"]
+
+log = logging.getLogger("litellm_sjf")
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _class(entry: Any) -> str:
+    """The predicted class of an entry, "unscored" when it was not scored (fail-open, idle)."""
+    if entry.fallback or not entry.scored:
+        return "unscored"
+    return CLASS_NAMES[entry.klass] if 0 <= entry.klass < len(CLASS_NAMES) else "unscored"
 
 
 class OpsRecorder(QueueEvents):
@@ -48,11 +63,10 @@ class OpsRecorder(QueueEvents):
     def on_complete(self, queue: Any, entry: Any, service_s: float, answer_tokens: int | None) -> None:
         ok = answer_tokens is not None and answer_tokens >= 0
         row = {"t": self.clock(), "backend": backend_label(getattr(queue, "name", "?")),
-               "class": class_name(entry.klass, entry.scored, entry.fallback),
-               "expected_tokens": finite(entry.expected_tokens) if entry.scored else None,
+               "class": _class(entry), "expected_tokens": _finite(entry.expected_tokens) if entry.scored else None,
                "answer_tokens": int(answer_tokens) if ok else None,
                "true_class": CLASS_NAMES[class_of_tokens(answer_tokens)] if ok else None,
-               "wait_s": finite(entry.dispatched_at - entry.arrival), "service_s": finite(service_s),
+               "wait_s": _finite(entry.dispatched_at - entry.arrival), "service_s": _finite(service_s),
                "promoted": bool(entry.promoted), "tenant": entry.tenant}
         with self._lock:
             self._recent.appendleft(row)
@@ -67,6 +81,7 @@ class OpsRecorder(QueueEvents):
         try:
             acc = self._accuracy()
         except Exception:  # the memory's own fault: no sample this time
+            note_fault(log, "litellm_sjf: the ranking accuracy could not be read; no sample this time")
             return
         if acc:
             with self._lock:

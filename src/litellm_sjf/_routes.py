@@ -131,16 +131,16 @@ def _cli_option(argv: list[str], name: str) -> str | None:
     return None
 
 
-def page_url(argv: list[str] | None = None, env: dict | None = None) -> str:
-    """The page's URL as the proxy was started: ``--host`` / ``--port`` of LiteLLM's CLI, else
-    its ``HOST`` / ``PORT`` variables, else its defaults (0.0.0.0:4000; a wildcard host is
-    shown as 127.0.0.1). For the start-up line; never raises."""
-    import os
-
+def page_url(argv: list[str] | None = None) -> str:
+    """Where the page is, for the start-up line: ``http://HOST:PORT/sjf/`` from the ``--host``
+    / ``--port`` LiteLLM's CLI was started with (a wildcard host shown as 127.0.0.1), else
+    ``"/sjf/ on the proxy's port"`` (LiteLLM then took them from its ``HOST`` / ``PORT``
+    variables or its defaults, 0.0.0.0:4000, which the plugin does not read). Never raises."""
     argv = sys.argv if argv is None else argv
-    env = os.environ if env is None else env
-    host = _cli_option(argv, "--host") or env.get("HOST") or "0.0.0.0"
-    port = _cli_option(argv, "--port") or env.get("PORT") or "4000"
+    port = _cli_option(argv, "--port")
+    if port is None:
+        return f"{PAGE_PATH} on the proxy's port"
+    host = _cli_option(argv, "--host") or "0.0.0.0"
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}{PAGE_PATH}"
@@ -181,8 +181,8 @@ def mount_status_routes(handler: Any) -> bool:
             route.app = with_basic_auth(route.app, challenge, names)
             routes.append(route)
         app.router.routes[:0] = routes
-        log.info("litellm_sjf: queue status on %s (JSON: %sstatus; the master key or an admin key)",
-                 page_url(), page_url())
+        log.info("litellm_sjf: queue status page %s, JSON at %sstatus (the master key or an admin key)",
+                 page_url(), PAGE_PATH)
         return True
     except Exception as exc:  # an other LiteLLM: the status stays on SJF_STATUS_PORT only
         log.warning("litellm_sjf: could not add /sjf/status to the proxy's port (%s); set SJF_STATUS_PORT "

@@ -12,7 +12,7 @@
 * :func:`live_status` (async, on the proxy's event loop) adds what the operator's view
   shows: per backend ``queue`` (who runs, who waits in which order, predicted tokens and
   class, waited, band, tenant, when the guard promotes each:
-  :func:`sjf_core.admission._view.queue_view`), ``recent`` completions (predicted vs
+  :meth:`sjf_core.AdmissionQueue.view`), ``recent`` completions (predicted vs
   actual) and ``accuracy_history`` (:class:`litellm_sjf._recorder.OpsRecorder`),
   ``generated_at`` (Unix time).
 * :func:`start_status_server` serves the live status as JSON at
@@ -33,7 +33,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sjf_core import note_fault, probe_stats
-from sjf_core.admission._view import queue_view
 
 from ._tenancy import tenant_status
 
@@ -62,7 +61,7 @@ def _effective_settings(s: Any) -> dict:
         policy = s.config.make_policy()
         promotion, slowdown = policy.promotion, getattr(policy, "slowdown", slowdown)
     except Exception:  # a bad policy fails the build, and is reported there
-        pass
+        note_fault(log, "litellm_sjf status: the policy could not be made; settings as given", level=logging.DEBUG)
     return {"policy": s.policy, "tau": str(s.tau), "tau_used": _tau_used(promotion), "promotion": promotion,
             "slowdown": slowdown, "slots": s.slots, "fairness": s.fairness, "on_disconnect": s.on_disconnect,
             "probe_timeout_s": s.probe_timeout_s}
@@ -120,8 +119,9 @@ async def live_status(handler: Any, limit: int = 100) -> dict:
     sched = handler._sched.peek()
     for key, q in list(sched.queues.items()) if sched is not None else []:
         try:
-            view = await queue_view(q, limit)
+            view = await q.view(limit)
         except Exception as exc:  # e.g. Redis unreachable: the counters above still tell
+            note_fault(log, "litellm_sjf status: a queue could not be read; its counters only")
             view = {"error": type(exc).__name__}
         doc["backends"].setdefault(key, {})["queue"] = view
     handler.recorder.sample()  # at most one accuracy sample per interval, also while idle
@@ -151,6 +151,7 @@ def start_status_server(handler, port: int, host: str = "127.0.0.1") -> Threadin
             try:
                 body = json.dumps(status_from_thread(handler)).encode()
             except Exception:  # the loop is busy or stopping
+                note_fault(log, "litellm_sjf status server: no status from the proxy's loop; answered 503")
                 self.send_error(503)
                 return
             self.send_response(200)

@@ -87,15 +87,17 @@ class _SupersededAtInfo(logging.Filter):
     """LiteLLM's ERROR record of our 409 becomes INFO (see :func:`quiet_superseded_log`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            # by its text: LiteLLM's own filter on that logger may have turned the args into strings
-            if record.levelno < logging.ERROR or f"409: {SUPERSEDED_DETAIL}" not in record.getMessage():
-                return True
-            record.levelno, record.levelname = logging.INFO, "INFO"
-            record.exc_info = record.exc_text = None
-            return logging.getLogger(record.name).isEnabledFor(logging.INFO)
-        except Exception:  # a log filter must never break logging
+        if record.levelno < logging.ERROR:
             return True
+        try:  # by its text: LiteLLM's own filter on that logger may have turned the args into strings
+            ours = f"409: {SUPERSEDED_DETAIL}" in record.getMessage()
+        except (TypeError, ValueError):  # a malformed record: logging's handler reports it as usual
+            return True
+        if not ours:
+            return True
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.exc_info = record.exc_text = None
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
 
 
 def quiet_superseded_log() -> None:

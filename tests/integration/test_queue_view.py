@@ -1,4 +1,4 @@
-"""The read-only queue view (``sjf_core.admission._view.queue_view``) on both stores.
+"""The read-only queue view (``AdmissionQueue.view()``, sjf_core.admission._view) on both stores.
 
 One request holds the slot while three wait (a Long, a Medium and a Short prediction, queued
 in that order); the view must list the runner and the waiters in dispatch (SJF) order with
@@ -16,7 +16,7 @@ from test_queue_contract import make_queue  # noqa: F401 (the fixture: a local a
 from waits import wait_until
 
 from sjf_core.admission._local import LocalAdmissionQueue
-from sjf_core.admission._view import local_view, queue_view
+from sjf_core.admission._view import local_view
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
 
@@ -37,7 +37,7 @@ async def _fill(q) -> tuple:
 
 
 async def _three_waiting(q) -> bool:
-    return (await queue_view(q))["waiting"] == 3
+    return (await q.view())["waiting"] == 3
 
 
 async def _drain(runner, waiters) -> list:
@@ -77,7 +77,7 @@ async def test_view_lists_runner_and_waiters_in_dispatch_order(make_queue, rule)
 
 
 async def _drained(q) -> bool:
-    v = await queue_view(q)
+    v = await q.view()
     return (v["waiting"], v["in_flight"], v["waiters"], v["running"]) == (0, 0, [], [])
 
 

@@ -11,10 +11,10 @@ from litellm_sjf._routes import _basic_key, page_url, with_basic_auth
 
 
 def test_page_url_follows_the_proxy_command_line():
-    assert page_url(["litellm", "--config", "c.yaml", "--port", "4001"], {}) == "http://127.0.0.1:4001/sjf/"
-    assert page_url(["litellm", "--host=10.0.0.5", "--port=8080"], {}) == "http://10.0.0.5:8080/sjf/"
-    assert page_url(["litellm"], {"PORT": "9000", "HOST": "::1"}) == "http://[::1]:9000/sjf/"
-    assert page_url(["litellm"], {}) == "http://127.0.0.1:4000/sjf/"
+    assert page_url(["litellm", "--config", "c.yaml", "--port", "4001"]) == "http://127.0.0.1:4001/sjf/"
+    assert page_url(["litellm", "--host=10.0.0.5", "--port=8080"]) == "http://10.0.0.5:8080/sjf/"
+    assert page_url(["litellm", "--host", "::1", "--port", "9000"]) == "http://[::1]:9000/sjf/"
+    assert page_url(["litellm", "--config", "c.yaml"]) == "/sjf/ on the proxy's port"
 
 
 def test_basic_credentials_give_the_password_as_the_key():

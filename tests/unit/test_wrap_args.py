@@ -41,5 +41,5 @@ def test_rewrap_warning_labels_each_value(client):
         warnings.simplefilter("always")
         openai_sjf.wrap(client, slots=3, tau="off")
     msg = str(rec[0].message)
-    assert "(slots=2, promotion='strict', default_priority=1, default_deadline_s=30)" in msg
+    assert "(slots=2, default_priority=1, default_deadline_s=30, promotion='strict')" in msg
     assert "(slots=3, tau='off')" in msg

@@ -150,13 +150,11 @@ class AdmissionQueue:
         raise NotImplementedError
 
     async def view(self, limit: int = 100) -> dict:
-        """A read-only snapshot: who holds a slot and who waits, in dispatch order, with
-        predicted class and tokens, band, tenant, time waited and when the starvation guard
-        promotes each; never prompt text. Changes nothing. The shape:
-        :func:`sjf_core.admission._view.queue_view`."""
-        from sjf_core.admission._view import queue_view
-
-        return await queue_view(self, limit)
+        """A read-only snapshot: who holds a slot and who waits (at most ``limit``), in
+        dispatch order, with predicted class and tokens, band, tenant, time waited and when
+        the starvation guard promotes each; never prompt text. Changes nothing. Each store
+        gives it (the shape: :mod:`sjf_core.admission._view`)."""
+        raise NotImplementedError
 
     # ---- what the ticket asks of its store (called by Ticket only) --------------------
     def _free(self, t: "Ticket", answer_tokens: int | None, expired: bool) -> float:

@@ -1,4 +1,4 @@
-"""The read-only view of a Redis-backed queue (:func:`sjf_core.admission._view.queue_view`).
+"""The read-only view of a Redis-backed queue (:meth:`RedisAdmissionQueue.view <sjf_core.admission._redis.RedisAdmissionQueue.view>`).
 
 Reads what the Lua scripts keep (``docs/redis.md``), in two pipelined round trips and no
 script: ``TIME``, the waiter and lease info hashes (``HGETALL``), the served-work clock, then
@@ -50,8 +50,7 @@ def _holder(f: list[str], now: float) -> dict:
 
 async def _read(q: Any) -> tuple[float, dict, dict, float, dict]:
     keys = dict(zip(_KEY_NAMES, q.keys))
-    state = getattr(q, "loop_state", None) or q._state  # the store's clients on this loop
-    fast = state().fast
+    fast = q.loop_state().fast  # the store's clients on this loop
     pipe = fast.pipeline(transaction=False)
     pipe.time()
     pipe.hgetall(keys["wi"])

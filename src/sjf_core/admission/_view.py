@@ -4,11 +4,12 @@ only, never prompt text (DESIGN.md invariant 6).
 
 Contract:
 
-* ``await queue_view(q, limit=100) -> dict`` for either store (the Redis store reads its
-  hashes and sorted sets, ``HGETALL`` / ``ZRANGE``, and runs no script); ``local_view(q)`` is
-  the in-process part, synchronous. Neither changes the queue; call them on the queue's
-  event loop (the local queue is not thread-safe). The Redis view raises what redis-py
-  raises when Redis is unreachable.
+* ``await queue.view(limit=100) -> dict`` (:meth:`AdmissionQueue.view
+  <sjf_core.admission._base.AdmissionQueue.view>`) for either store: :func:`local_view` here
+  (synchronous) for the in-process queue, :func:`~sjf_core.admission._redis_view.redis_view`
+  for the Redis store (it reads the hashes and sorted sets, ``HGETALL`` / ``ZRANGE``, and
+  runs no script; it raises what redis-py raises when Redis is unreachable). Neither changes
+  the queue; call them on the queue's event loop (the local queue is not thread-safe).
 * The dict: ``store`` ("local" / "redis"), ``slots``, ``in_flight``, ``waiting``,
   ``promotion`` (the rule's name), ``served_work`` (tokens on the served-work clock, or
   None), ``running`` and ``waiters`` (lists of request views, waiters in policy order:
@@ -28,7 +29,7 @@ from typing import Any
 
 from sjf_core.policy._entry import CLASS_NAMES
 
-__all__ = ["queue_view", "local_view", "due_in", "class_name", "finite"]
+__all__ = ["local_view", "due_in", "class_name", "finite"]
 
 
 def class_name(klass: Any, scored: bool = True, fallback: bool = False) -> str:
@@ -92,12 +93,3 @@ def local_view(q: Any, now: float | None = None, limit: int = 100) -> dict:
             "promotion": getattr(getattr(q.pending, "strategy", None), "name", None) or getattr(policy, "promotion", None),
             "served_work": served, "running": running, "waiters": [v for _, v in waiters[:limit]],
             "truncated": max(0, len(waiters) - limit)}
-
-
-async def queue_view(q: Any, limit: int = 100) -> dict:
-    """The view of ``q``, local or Redis (module docstring)."""
-    if getattr(q, "store", "local") == "redis":
-        from sjf_core.admission._redis_view import redis_view
-
-        return await redis_view(q, limit)
-    return local_view(q, limit=limit)
