@@ -10,7 +10,10 @@ disconnect policy, the status port and the scheduler factory.
 env var                    file key                         meaning (default)
 =========================  ===============================  ==================================================
 ``SJF_POLICY``             ``policy``                       "sjf-tokens" (expected tokens), "sjf" (P(Long)), "fair", "fcfs"
-``SJF_TAU``                ``tau``                          "3x" (× mean Short service time), seconds, or "off"
+``SJF_TAU``                ``tau``                          "off": no starvation guard at all; else the time bound
+                                                            of the time-based rules ("strict", "one-in-k",
+                                                            "fcfs-bound", "aging"): "3x" (default, × mean Short
+                                                            service time) or seconds; "work-bound" ignores it
 ``SJF_PROMOTION``          ``promotion``                    starvation guard (core default "work-bound"), e.g.
                                                             "work-aging", "fcfs-bound", "strict", "one-in-k"
 ``SJF_K``                  ``k``                            the k of "one-in-k"

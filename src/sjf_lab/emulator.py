@@ -15,7 +15,10 @@ SHA-256 and looks the hash up. Trace lines (one JSON object each)::
     {"sha256": "<hex of the scored text>", "answer_tokens": 40, "fault": "500"}
 
 Unknown prompts get a length from a seeded fallback distribution that depends only
-on (seed, prompt hash), so the same prompt gets the same length in every run.
+on (seed, prompt hash), so the same prompt gets the same length in every run: random with
+respect to what the prompt asks, so without a trace the emulator is a load generator, not
+a test of ordering (``sjf emulate`` warns; ``sjf emulate --trace demo`` serves the demo's
+prompts with their recorded lengths).
 
 Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``; streaming SSE
 and not, with ``usage``), ``POST /v1/completions``, ``POST /v1/responses`` (simple),

@@ -28,6 +28,7 @@ from sjf_core.admission._future_grant import FutureGrants
 from sjf_core.admission._overload import OverloadConfig, OverloadControl
 from sjf_core.admission._ratelimit import RateLimit
 from sjf_core.admission._ticket import DEFERRED, NEW, QUEUED, RUNNING, Ticket, TicketState
+from sjf_core.admission._view import local_view
 from sjf_core.config import DEFAULT_POLICY, check_slots
 from sjf_core.policy._entry import Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, make_policy
@@ -149,6 +150,10 @@ class LocalAdmissionQueue(AdmissionQueue):
     def waiting(self) -> int:
         """Tickets queued for a slot now."""
         return len(self.pending)
+
+    async def view(self, limit: int = 100) -> dict:
+        """Who runs and who waits (:meth:`AdmissionQueue.view`; :func:`sjf_core.admission._view.local_view`)."""
+        return local_view(self, limit=limit)
 
     @property
     def tau_s(self) -> float:

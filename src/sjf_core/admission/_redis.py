@@ -39,6 +39,7 @@ from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._redis_config import SUPPORTED_PROMOTIONS, ServerPolicy, check_runnable, policy_server_args
+from sjf_core.admission._redis_view import redis_view
 from sjf_core.admission._redis_grant import RedisGrant, RedisGrants
 from sjf_core.admission._redis_heartbeat import Heartbeat
 from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, OWNER, RedisQueueStats,
@@ -135,6 +136,12 @@ class RedisAdmissionQueue(AdmissionQueue):
         """τ in seconds as last computed by Redis (inf when off; the initial τ before the
         first call)."""
         return self._tau_s
+
+    async def view(self, limit: int = 100) -> dict:
+        """Who runs and who waits, read from Redis across all processes (:meth:`AdmissionQueue.view`;
+        :func:`sjf_core.admission._redis_view.redis_view`). Raises what redis-py raises when
+        Redis is unreachable."""
+        return await redis_view(self, limit)
 
     @property
     def degraded(self) -> bool:

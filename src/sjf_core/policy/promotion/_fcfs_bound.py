@@ -82,5 +82,8 @@ class FCFSBound(PromotionRule):
     def rescored(self, entry: Entry) -> None:
         self.backlog.rescored(entry, self.q.service.expected_s(entry.klass, entry.expected_tokens))
 
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return {e.seq: {"time": b} for _, b, _, e in self._bounds if not e.removed}
+
     def wire(self) -> dict[str, Any]:
         return dict(super().wire(), slack=self.slack, floor=self.floor, max_wait_s=self.cap_s)

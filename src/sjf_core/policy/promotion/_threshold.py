@@ -59,6 +59,9 @@ class OneInK(PromotionRule):
     def clear(self) -> None:
         self._ages.clear()
 
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return self._tau_points()
+
     def wire(self) -> dict[str, Any]:
         return dict(super().wire(), k=self.k)
 

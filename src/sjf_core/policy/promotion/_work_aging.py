@@ -25,6 +25,7 @@ class WorkAging(PromotionRule):
     """Served-work-credited key (module docstring). Raises ValueError: bad key_span or slowdown."""
 
     name = "work-aging"
+    uses_tau = False
 
     def __init__(self, key_span: float = 1.0, slowdown: float = DEFAULT_SLOWDOWN):
         super().__init__()

@@ -32,6 +32,7 @@ class WorkBound(PromotionRule):
     """
 
     name = "work-bound"
+    uses_tau = False
 
     def __init__(self, slowdown: float = DEFAULT_SLOWDOWN, work_slack: float = DEFAULT_WORK_SLACK):
         super().__init__()
@@ -78,6 +79,9 @@ class WorkBound(PromotionRule):
         self._bounds.clear()
         self._waiting = 0.0
         self._batch = 0.0
+
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return {e.seq: {"work": b} for _, b, _, e in self._bounds if not e.removed}
 
     def wire(self) -> dict[str, Any]:
         return dict(super().wire(), slowdown=self.slowdown, work_slack=self.work_slack)
