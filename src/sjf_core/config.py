@@ -169,7 +169,7 @@ def check_slots(value: Any, what: str = "slots") -> int:
     except (TypeError, ValueError):
         raise ValueError(f"{what} must be an integer >= 1, got {value!r}") from None
     if n < 1 or isinstance(value, bool):
-        raise ValueError(f"{what} must be >= 1, got {value!r}")
+        raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
     return n
 
 
