@@ -18,6 +18,7 @@ from waits import wait_until
 from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._view import local_view
 from sjf_core.policy._policies import RequestMeta, make_policy
+from sjf_core.config import PromotionSettings
 from sjf_core.predict._prediction import Prediction
 
 LONG = Prediction.from_probs([0.0, 0.1, 0.9], expected_tokens=1500.0)
@@ -82,7 +83,7 @@ async def _drained(q) -> bool:
 
 
 async def test_local_view_limit_and_max_wait_points():
-    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf-tokens", max_wait_s=60), name="http://127.0.0.1:1/v1")
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf-tokens", promotion=PromotionSettings(max_wait_s=60)), name="http://127.0.0.1:1/v1")
     runner = q.ticket(SHORT)
     await runner.acquire()
     futs = [asyncio.ensure_future(q.ticket(p).acquire()) for p in (LONG, MEDIUM, SHORT)]
