@@ -40,7 +40,7 @@ from ._orphans import OrphanPolicy
 from ._stats import HandlerStats, TokenRates
 from ._stream_pump import StreamPump, backend_answered, passthrough, refusal_http_error
 from .settings import PluginSettings, load_settings
-from ._startup import run_startup_checks
+from ._startup import log_startup_line, run_startup_checks
 from ._status import handler_status, start_status_server
 
 __all__ = ["SJFHandler", "ENDPOINTS"]
@@ -83,6 +83,7 @@ class SJFHandler(CustomLogger):
             self._started = True
         if self.settings.status_port is not None:
             self._status_server = start_status_server(self, self.settings.status_port)
+        log_startup_line(self.settings)
         run_startup_checks(self.settings)
         if not self.settings.disabled:
             self._sched.preload_in_background()

@@ -10,7 +10,9 @@ Contract:
   ``backend_rate_limits`` / ``redis_options`` / ``policy_options`` maps);
   :meth:`SchedulerConfig.replace` is ``create`` on top of an existing config.
 * Every constructor validates: a bad value raises :class:`ValueError` whose message names
-  the setting (the env var, or the file and its key). Values are parsed once
+  the setting (the env var, or the file and its key); an unknown key of the file is an
+  error naming the closest known key, an unknown ``SJF_*`` variable a warning in
+  ``warnings`` (with the closest known name); Redis and backend URLs must parse. Values are parsed once
   (:class:`~sjf_core.admission._overload.OverloadConfig`, :class:`~sjf_core.admission._ratelimit.RateLimit`,
   :class:`~sjf_core.policy._tenants.Fairness`, :class:`~sjf_core.policy._tenants.IntentDefaults`).
 * Backend settings are one :class:`BackendConfig` per queue key (the normalised base URL,
@@ -132,6 +134,7 @@ class SchedulerConfig:
         if path:
             raw, where = _r.read_file(path)
         _r.apply_env(raw, where, env)
+        raw["read_warnings"] = _r.unknown_env(env)
         return cls._build(raw, where)
 
     @classmethod
@@ -216,7 +219,7 @@ class SchedulerConfig:
                                               raw.get("backend_slots_env") or {}, probe.queue_key, w,
                                               BackendConfig)
         c["backends"] = MappingProxyType(backends)
-        c["warnings"] = tuple(base.warnings) + tuple(warnings)
+        c["warnings"] = tuple(base.warnings) + tuple(raw.get("read_warnings") or ()) + tuple(warnings)
         if "redis_url" in raw:
             c["redis_url"] = str(raw["redis_url"]) if raw["redis_url"] else None
         redis_opts = dict(base.redis_options)
