@@ -1,4 +1,5 @@
-"""A throw-away real ``redis-server`` for tests and benchmarks (no persistence, 127.0.0.1).
+"""A throw-away real ``redis-server`` for tests, benchmarks and ``sjf bench --scenario faults``
+(no persistence, 127.0.0.1).
 
 Starts the ``redis-server`` found on PATH (or ``$SJF_REDIS_SERVER``) on a free port with
 ``--save "" --appendonly no`` in a temporary directory; stops it by PID. Raises
