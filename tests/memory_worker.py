@@ -2,10 +2,11 @@
 
 Usage: ``python memory_worker.py URL BACKEND NAME``. Commands (one per line):
 
-* ``learn N TOKENS``: N title-app requests (pasted text unique to this worker) through the
+* ``learn N TOKENS``: N tagging-app requests (pasted text unique to this worker; the prompt states
+  no answer size, so the base alone is far from the app's answers) through the
   Redis admission queue, each released with TOKENS answer tokens; waits until the evidence
   was written to Redis, prints ``LEARNED``;
-* ``predict I``: prints ``PRED <expected tokens> <neighbour ring size>`` for title request I;
+* ``predict I``: prints ``PRED <expected tokens> <neighbour ring size>`` for tagging request I;
 * ``status``: prints ``STATUS <json>`` (the memory's status);
 * ``quit``.
 """
@@ -17,12 +18,13 @@ import json
 import sys
 
 from sjf_core import Scheduler
-from sjf_lab.sim import appmix
 
 
 def body(i: int, name: str = "probe") -> dict:
-    return appmix.APPS["title"].body(f"User {name} asks: how should I plan request number {i} of the week? "
-                                     "Please be thorough and list every step.", "m")
+    pasted = (f"User {name} asks: how should I plan request number {i} of the week? "
+              "Please be thorough and list every step.")
+    return {"model": "m", "messages": [{"role": "user", "content":
+                                        f'Suggest tags for the text below.\n\n"""\n{pasted}\n"""'}]}
 
 
 async def main(url: str, backend: str, name: str) -> int:

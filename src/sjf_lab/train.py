@@ -77,6 +77,8 @@ class TrainConfig:
         target: "median" or "demean" (:func:`sjf_lab.loso_run.target_of`).
         calibration: knots [[μ, ln(1 + E[tokens])], ...] stored as ``sjf.calibration``
             (:func:`sjf_core.predict._calibration.fit_calibration` on out-of-family predictions), or None.
+        spread: knots [[μ, median ln(1 + tokens), σ], ...] stored as ``sjf.calibration_spread``
+            (:func:`sjf_lab.calibrate.fit_spread` on out-of-family predictions), or None.
     """
 
     name: str
@@ -91,6 +93,7 @@ class TrainConfig:
     lexicon_alpha: float = 1.0
     target: str = "median"
     calibration: list | None = None
+    spread: list | None = None
 
 
 def group_weights(ds: Dataset, keys: Sequence[str], mode: str = "sqrt") -> np.ndarray | None:
@@ -351,6 +354,8 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
                         XX[j, col] = bp._lexicon.score(ex.prompt)
         if bp.info.calibration is not None and cfg.calibration is None:
             extra_meta["sjf.calibration"] = bp.info.metadata["sjf.calibration"]
+        if bp.info.spread is not None and cfg.spread is None:
+            extra_meta["sjf.calibration_spread"] = bp.info.metadata["sjf.calibration_spread"]
     if cfg.lexicon:
         if cfg.base:
             raise ValueError("--base (domain retraining) keeps the base model's lexicon; do not refit it")
@@ -359,6 +364,8 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
     if cfg.calibration is not None:
         extra_meta["sjf.calibration"] = json.dumps([[round(float(a), 5), round(float(b), 5)]
                                                     for a, b in cfg.calibration])
+    if cfg.spread is not None:
+        extra_meta["sjf.calibration_spread"] = json.dumps([[round(float(v), 5) for v in k] for k in cfg.spread])
     base_booster = None
     if cfg.base:
         bpath = Path(cfg.base)
@@ -412,6 +419,7 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         "lexicon": ({"buckets": lexicon.n_buckets, "alpha": cfg.lexicon_alpha, "cross_fit_folds": 3}
                     if lexicon is not None else None),
         "calibration_knots": cfg.calibration,
+        "calibration_spread_knots": cfg.spread,
         "training_examples": {"train_prompts": len(tr_keys), "val_prompts": len(va_keys)},
         "data": {"sources": ds.counts(), "files": {Path(k).name: v for k, v in (data_stats or {}).items()}},
         "train_seconds": round(time.time() - t0, 1),

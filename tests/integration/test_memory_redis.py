@@ -54,7 +54,7 @@ def test_three_workers_learn_as_one(redis_url):
     try:
         cold_b, ring_b0 = ws[1].predict(1)
         cold_c, _ = ws[2].predict(2)
-        assert ws[0].cmd("learn 10 12") == ["LEARNED"]  # worker a answers 10 title tasks
+        assert ws[0].cmd("learn 10 12") == ["LEARNED"]  # worker a answers 10 tagging tasks
         warm_b, ring_b = ws[1].predict(1)
         warm_c, _ = ws[2].predict(2)
         assert warm_b < cold_b / 3 and warm_c < cold_c / 3, (cold_b, warm_b, cold_c, warm_c)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import os
 
 from pathlib import Path
@@ -253,9 +255,12 @@ def test_v3_model_fills_the_lexicon_column_and_applies_the_calibration_map(tmp_p
     np.testing.assert_allclose(x[:, LEXICON_COL], back.score_many(texts), rtol=1e-6)
     mu = model.predict(x)
     want = np.expm1(calibrated_log1p(mu, (np.array([2.0, 5.0, 7.0]), np.array([3.0, 6.5, 8.0]))))
-    np.testing.assert_allclose(p.score_many(texts), want, rtol=1e-4)
+    np.testing.assert_allclose(p.score_features(x), want, rtol=1e-4)  # the model's estimate alone
+    got = p.score_many(texts)  # from text: the stated size of texts[1] and the cue of texts[3] count
+    np.testing.assert_allclose(got[[0, 2]], want[[0, 2]], rtol=1e-4)
+    assert got[1] > 1500 and got[3] == pytest.approx(want[3] * math.exp(0.11), rel=1e-4)
     for i, t in enumerate(texts):  # the single-prompt path fills the lexicon column too
-        assert p.predict(t).expected_tokens == pytest.approx(want[i], rel=1e-4)
+        assert p.predict(t).expected_tokens == pytest.approx(got[i], rel=1e-4)
     # the map is strictly increasing and extends past the end knots
     m = np.array([0.0, 2.0, 3.5, 7.0, 9.0])
     c = calibrated_log1p(m, (np.array([2.0, 5.0, 7.0]), np.array([3.0, 6.5, 8.0])))

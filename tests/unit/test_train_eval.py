@@ -146,7 +146,7 @@ def test_sjf_train_regressor_v2_writes_model_card_and_booster(trained):
     texts = [r["prompt"] for r in _corpus(50, 11)]
     x = p.features_many(texts)
     mu_xgb = xgb.Booster(model_file=str(trained / "syn_v2.xgb.ubj")).predict(xgb.DMatrix(x))
-    mu_onnx = np.log1p(p.score_many(texts)) - 0.5 * p.info.log_sigma ** 2
+    mu_onnx = np.log1p(p.score_features(x)) - 0.5 * p.info.log_sigma ** 2  # the model alone (no stated sizes)
     np.testing.assert_allclose(mu_onnx, mu_xgb, atol=1e-4)
 
 
@@ -255,7 +255,7 @@ def test_domain_retraining_continues_from_base(corpus, trained, tmp_path):
     # the exported model uses every tree (base + added), not the base's early-stopping cut
     full = dom.predict(x, iteration_range=(0, dom.num_boosted_rounds()))
     texts = [r["prompt"] for r in _corpus(30, 5)]
-    mu_onnx = np.log1p(p.score_many(texts)) - 0.5 * p.info.log_sigma ** 2
+    mu_onnx = np.log1p(p.score_features(p.features_many(texts))) - 0.5 * p.info.log_sigma ** 2  # the model alone
     np.testing.assert_allclose(mu_onnx, full, atol=1e-4)
     # a published ONNX-only model has no booster to continue from: clear error
     model_a = Path(__file__).resolve().parents[2] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from sjf_core.config import memory_salt
-from sjf_core.predict._text import _content_text
+from sjf_core.predict._text import _content_text, strip_blocks
 
 __all__ = ["RequestKeys", "evidence_keys", "KINDS", "SALT_ENV", "digest"]
 
@@ -44,8 +44,6 @@ _MIN_LINE = 12
 _MAX_SCAN = 200_000  # characters of a message looked at for template parts
 _WS = re.compile(r"\s+")
 _DIGITS = re.compile(r"\d")
-_BLOCKS = re.compile(r"```.*?(```|$)|\"\"\".*?(\"\"\"|$)|<(\w{1,20})>.*?(</\3>|$)", re.S)
-_QUOTED = re.compile(r"^[ \t]*>.*$", re.M)
 _MAX_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
@@ -132,7 +130,7 @@ def template_parts(text: str) -> dict[str, str]:
             out["head"] = head[:_MAX_LINE]
         if len(tail) >= _MIN_LINE:
             out["tail"] = tail[:_MAX_LINE]
-    stripped = _QUOTED.sub(" ", _BLOCKS.sub(" ", s))
+    stripped = strip_blocks(s)
     if len(stripped) < len(s):
         o = _norm(stripped)
         if o:

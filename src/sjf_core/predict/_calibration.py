@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fit_calibration", "decile_table", "pav"]
+__all__ = ["fit_calibration", "decile_table", "pav", "quantile_bins"]
 
 
 def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -40,8 +40,9 @@ def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.repeat(vals, counts)
 
 
-def fit_calibration(mu, tokens, weights=None, n_bins: int = 20, min_step: float = 1e-3) -> list[list[float]]:
-    """Knots [[μ_k, ln(1 + E_k)], ...] (strictly increasing in both) from out-of-family outputs.
+def quantile_bins(mu, tokens, weights=None, n_bins: int = 20):
+    """(μ, tokens, weights) sorted by μ (float64 [N] each) and the index arrays of ``n_bins``
+    weighted quantile bins of μ.
 
     Raises:
         ValueError: fewer than 2 * n_bins rows, or shapes differ.
@@ -55,10 +56,19 @@ def fit_calibration(mu, tokens, weights=None, n_bins: int = 20, min_step: float 
         raise ValueError(f"need at least {2 * n_bins} rows to calibrate, got {len(m)}")
     order = np.argsort(m, kind="stable")
     m, t, w = m[order], t[order], w[order]
-    cw = np.cumsum(w) / w.sum()
-    edges = np.searchsorted(cw, np.linspace(0, 1, n_bins + 1)[1:-1])
+    edges = np.searchsorted(np.cumsum(w) / w.sum(), np.linspace(0, 1, n_bins + 1)[1:-1])
+    return m, t, w, np.split(np.arange(len(m)), edges)
+
+
+def fit_calibration(mu, tokens, weights=None, n_bins: int = 20, min_step: float = 1e-3) -> list[list[float]]:
+    """Knots [[μ_k, ln(1 + E_k)], ...] (strictly increasing in both) from out-of-family outputs.
+
+    Raises:
+        ValueError: fewer than 2 * n_bins rows, or shapes differ.
+    """
+    m, t, w, bins = quantile_bins(mu, tokens, weights, n_bins)
     xs, es, ws = [], [], []
-    for idx in np.split(np.arange(len(m)), edges):
+    for idx in bins:
         if len(idx) == 0 or w[idx].sum() <= 0:
             continue
         ww = w[idx]

@@ -8,9 +8,11 @@ Contract:
 * :func:`open_model` opens a file with onnxruntime (one thread, CPU) and checks it against its
   layout: returns ``(session, ModelInfo, Layout, Lexicon | None)``; raises :class:`PredictorError`.
 * :func:`calibrated_log1p` is the calibration map μ -> ln(1 + E[tokens]) (float64, same shape).
+* :func:`spread_at` is the spread calibration μ -> (location, σ) of ln(1 + tokens) (metadata
+  ``sjf.calibration_spread``, fitted by :mod:`sjf_lab.calibrate`; issue 23).
 
 The metadata keys (``sjf.feature_layout``, ``sjf.model_kind``, ``sjf.class_bounds``,
-``sjf.log_sigma``, ``sjf.calibration``, ``sjf.lexicon*``) are described in docs/predictor.md
+``sjf.log_sigma``, ``sjf.calibration``, ``sjf.calibration_spread``, ``sjf.lexicon*``) are described in docs/predictor.md
 ("Model files").
 """
 
@@ -29,7 +31,8 @@ from sjf_core.predict._layouts import Layout, get_layout
 
 __all__ = [
     "PredictorError", "ModelInfo", "default_model_path", "read_model_info", "calibrated_log1p", "open_model",
-    "META_LAYOUT", "META_KIND", "META_BOUNDS", "META_SIGMA", "META_CALIBRATION", "DEFAULT_MODEL_FILE",
+    "META_LAYOUT", "META_KIND", "META_BOUNDS", "META_SIGMA", "META_CALIBRATION", "META_SPREAD", "DEFAULT_MODEL_FILE",
+    "spread_at",
 ]
 
 META_LAYOUT = "sjf.feature_layout"
@@ -37,6 +40,7 @@ META_KIND = "sjf.model_kind"
 META_BOUNDS = "sjf.class_bounds"
 META_SIGMA = "sjf.log_sigma"
 META_CALIBRATION = "sjf.calibration"
+META_SPREAD = "sjf.calibration_spread"
 
 #: File name of the shipped default model inside ``models/`` (package ``sjf_core._models``).
 DEFAULT_MODEL_FILE = "default.onnx"
@@ -61,6 +65,7 @@ class ModelInfo:
         log_sigma: regressor residual std of ln(1+tokens) (> 0); unused for classifiers.
         metadata: all ONNX metadata_props.
         calibration: (μ knots, ln(1 + E[tokens]) knots) float64 arrays, or None.
+        spread: (μ knots, median ln(1 + tokens) knots, σ knots) float64 arrays, or None.
     """
 
     path: str
@@ -70,6 +75,28 @@ class ModelInfo:
     log_sigma: float
     metadata: dict
     calibration: tuple | None = None
+    spread: tuple | None = None
+
+
+def _knots(path, metadata: dict, key: str, width: int, positive_cols: tuple) -> tuple | None:
+    """Knots of metadata ``key`` as ``width`` float64 arrays (strictly increasing first column and
+    ``positive_cols`` increasing / positive as documented), or None when absent.
+
+    Raises:
+        PredictorError: present but malformed.
+    """
+    if key not in metadata:
+        return None
+    try:
+        k = np.asarray(json.loads(metadata[key]), dtype=np.float64)
+        ok = k.ndim == 2 and k.shape[1] == width and len(k) >= 2 and np.isfinite(k).all() \
+            and (np.diff(k[:, 0]) > 0).all() and (np.diff(k[:, 1]) > 0).all() \
+            and all((k[:, c] > 0).all() for c in positive_cols)
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise PredictorError(f"model {path}: bad {key} (want strictly increasing knots of width {width})")
+    return tuple(k[:, c].copy() for c in range(width))
 
 
 def _models_dir() -> Path:
@@ -107,18 +134,9 @@ def read_model_info(path, metadata: dict) -> ModelInfo:
         raise PredictorError(f"model {path}: bad metadata ({exc})") from None
     if not (0 < lo < hi) or not (sigma > 0 and math.isfinite(sigma)):
         raise PredictorError(f"model {path}: bad class bounds or log_sigma in metadata")
-    cal = None
-    if META_CALIBRATION in metadata:
-        try:
-            knots = np.asarray(json.loads(metadata[META_CALIBRATION]), dtype=np.float64)
-            ok = knots.ndim == 2 and knots.shape[1] == 2 and len(knots) >= 2 and np.isfinite(knots).all() \
-                and (np.diff(knots[:, 0]) > 0).all() and (np.diff(knots[:, 1]) > 0).all()
-        except (ValueError, TypeError):
-            ok = False
-        if not ok:
-            raise PredictorError(f"model {path}: bad {META_CALIBRATION} (want strictly increasing [[mu, log1p_e], ...])")
-        cal = (knots[:, 0].copy(), knots[:, 1].copy())
-    return ModelInfo(str(path), layout, kind, (lo, hi), sigma, dict(metadata), cal)
+    cal = _knots(path, metadata, META_CALIBRATION, 2, ())
+    spread = _knots(path, metadata, META_SPREAD, 3, (2,))
+    return ModelInfo(str(path), layout, kind, (lo, hi), sigma, dict(metadata), cal, spread)
 
 
 def calibrated_log1p(mu, knots: tuple) -> np.ndarray:
@@ -132,6 +150,14 @@ def calibrated_log1p(mu, knots: tuple) -> np.ndarray:
     hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
     out = np.where(m < xs[0], ys[0] + (m - xs[0]) * lo_slope, out)
     return np.where(m > xs[-1], ys[-1] + (m - xs[-1]) * hi_slope, out)
+
+
+def spread_at(mu, knots: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The spread calibration at ``mu``: (location, σ) of ln(1 + tokens), float64 of ``mu``'s shape.
+    The location is piecewise linear through the (μ, median) knots and continues with the end
+    slopes (strictly increasing: the order of μ is kept); σ is interpolated, constant beyond the ends."""
+    xs, meds, sds = knots
+    return calibrated_log1p(mu, (xs, meds)), np.interp(np.asarray(mu, dtype=np.float64), xs, sds)
 
 
 def open_model(path: Path):

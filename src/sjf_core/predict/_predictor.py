@@ -13,14 +13,16 @@ Contract:
   (higher = longer). ValueError for features of the wrong width.
 
 A classifier's ``expected_tokens`` is Σ P(class) · typical tokens of the class; a regressor's
-comes from ln(1 + tokens) ~ Normal(μ, σ) or, with a calibration map, the map at μ
-(docs/predictor.md, "Model files" and "Calibration").
+comes from ln(1 + tokens) ~ Normal(μ, σ) or, with calibration maps, the maps at μ
+(:mod:`sjf_core.predict._estimate`; docs/predictor.md, "Model files" and "Calibration").
+A regressor's estimate from **text** (:meth:`Predictor.predict`, :meth:`Predictor.predict_many`,
+:meth:`Predictor.score_many`) also honours the answer size the prompt states
+(:mod:`sjf_core.predict._stated`): an explicit size dominates, a verbosity cue shifts.
+:meth:`Predictor.predict_features` has no text and gives the model's estimate alone.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
 import os
 import threading
 from pathlib import Path
@@ -28,11 +30,13 @@ from typing import Sequence
 
 import numpy as np
 
+from sjf_core.predict._estimate import Knots, base_many, base_one, class_probs, class_probs_many, with_stated
 from sjf_core.predict._layouts import Layout
 from sjf_core.predict._model_file import (  # noqa: F401  (re-exported: the model-file names callers use)
     DEFAULT_MODEL_FILE, META_BOUNDS, META_CALIBRATION, META_KIND, META_LAYOUT, META_SIGMA, ModelInfo,
     PredictorError, calibrated_log1p, default_model_path, open_model, read_model_info)
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
+from sjf_core.predict._stated import read_size
 
 __all__ = [
     "Predictor", "PredictorError", "ModelInfo", "load_predictor", "default_model_path", "read_model_info",
@@ -41,7 +45,6 @@ __all__ = [
 ]
 
 _TYPICAL = np.asarray(TYPICAL_TOKENS, dtype=np.float64)
-_SQRT2 = math.sqrt(2.0)
 _TYPICAL_T = tuple(float(t) for t in TYPICAL_TOKENS)
 _NAMES = ("short", "medium", "long")
 
@@ -52,19 +55,13 @@ def _make_prediction(ps: float, pm: float, pl: float, expected: float) -> Predic
     return Prediction(ps, pm, pl, label, expected)
 
 
-def _norm_sf(z: np.ndarray) -> np.ndarray:
-    """Standard normal survival function 1 − Φ(z), accurate in the far tail."""
-    from math import erfc, sqrt
-
-    return np.fromiter((0.5 * erfc(v / sqrt(2.0)) for v in z.ravel()), dtype=np.float64, count=z.size).reshape(z.shape)
-
-
 class Predictor:
     """A loaded length model. Thread-safe; use :func:`load_predictor` to get one.
 
     Attributes:
         info: :class:`ModelInfo` of the model file.
         layout: the :class:`~sjf_core.predict._layouts.Layout` its inputs follow.
+        read_sizes: honour stated answer sizes in text predictions (regressors; default True).
     """
 
     def __init__(self, path, session, info: ModelInfo, layout: Layout, lexicon=None):
@@ -88,18 +85,13 @@ class Predictor:
         else:
             self._output = outs[0].name
         self._outputs = [self._output]
-        self._log_lo = math.log1p(info.bounds[0])
-        self._log_hi = math.log1p(info.bounds[1])
-        self._half_s2 = 0.5 * info.log_sigma ** 2
+        self._knots = Knots(info)
+        self.read_sizes = True
         self._fill = layout.fill
         self._tls = threading.local()
         self._bind_ok = True
         self._lexicon = lexicon
         self._lex_col = layout.n_features - 1 if lexicon is not None else None
-        self._cal = info.calibration
-        if self._cal is not None:  # plain-float copies for the single-prompt path
-            self._cal_x = [float(v) for v in self._cal[0]]
-            self._cal_y = [float(v) for v in self._cal[1]]
 
     # ---- raw model outputs -----------------------------------------------------------
     def _run(self, x: np.ndarray) -> np.ndarray:
@@ -122,19 +114,16 @@ class Predictor:
             x[:, self._lex_col] = self._lexicon.score_many(list(texts))
         return x
 
-    def _probs_from_log(self, mu: np.ndarray) -> np.ndarray:
-        lo, hi = self.info.bounds
-        s = self.info.log_sigma
-        if self._cal is not None:
-            mu = calibrated_log1p(mu, self._cal) - 0.5 * s * s
-        p_ge_lo = _norm_sf((math.log1p(lo) - mu) / s)
-        p_ge_hi = _norm_sf((math.log1p(hi) - mu) / s)
-        return np.stack([1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi], axis=1)
-
-    def _expected_from_log(self, mu: np.ndarray) -> np.ndarray:
-        if self._cal is not None:
-            return np.maximum(np.expm1(calibrated_log1p(mu, self._cal)), 0.0)
-        return np.expm1(mu + 0.5 * self.info.log_sigma ** 2)
+    def _from_log(self, mu: np.ndarray, texts: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Probabilities [N, 3] float32 and expected tokens [N] of regressor outputs μ [N]; with
+        ``texts``, each prompt's stated size is honoured (:func:`~sjf_core.predict._estimate.with_stated`)."""
+        loc, sig, expected = base_many(mu, self.info)
+        if texts is not None and self.read_sizes:
+            for i, t in enumerate(texts):
+                size = read_size(t)
+                if size is not None:
+                    loc[i], sig[i], expected[i] = with_stated(loc[i], sig[i], expected[i], size)
+        return class_probs_many(loc, sig, self.info.bounds).astype(np.float32), expected
 
     # ---- public API ------------------------------------------------------------------
     def predict_features(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +135,7 @@ class Predictor:
             return np.zeros((0, 3), np.float32), np.zeros(0)
         y = self._run(x)
         if self.info.kind == "regressor":
-            return self._probs_from_log(y).astype(np.float32), self._expected_from_log(y)
+            return self._from_log(y)
         return y, y.astype(np.float64) @ _TYPICAL
 
     def predict(self, text: str) -> Prediction:
@@ -183,31 +172,14 @@ class Predictor:
                 y = self._run(x)[0]  # handles ZipMap outputs
             else:
                 y = self._session.run(self._outputs, {self._input: x})[0].reshape(-1)
-        if self.info.kind == "regressor":  # scalar path (same numbers as predict_features)
-            mu = float(y[0])
-            s = self.info.log_sigma
-            if self._cal is not None:
-                le = self._cal_one(mu)
-                expected = max(0.0, math.expm1(le))
-                mu = le - self._half_s2
-            else:
-                expected = max(0.0, math.expm1(mu + self._half_s2))
-            p_ge_lo = 0.5 * math.erfc((self._log_lo - mu) / s / _SQRT2)
-            p_ge_hi = 0.5 * math.erfc((self._log_hi - mu) / s / _SQRT2)
-            return _make_prediction(1.0 - p_ge_lo, p_ge_lo - p_ge_hi, p_ge_hi, expected)
+        if self.info.kind == "regressor":  # scalar path (same numbers as predict_many)
+            loc, sig, expected = base_one(float(y[0]), self._knots)
+            if self.read_sizes:
+                loc, sig, expected = with_stated(loc, sig, expected, read_size(text))
+            ps, pm, pl = class_probs(loc, sig, self.info.bounds)
+            return _make_prediction(ps, pm, pl, expected)
         ps, pm, pl = float(y[0]), float(y[1]), float(y[2])
         return _make_prediction(ps, pm, pl, ps * _TYPICAL_T[0] + pm * _TYPICAL_T[1] + pl * _TYPICAL_T[2])
-
-    def _cal_one(self, mu: float) -> float:
-        """:func:`calibrated_log1p` of one float, without numpy (the single-prompt path)."""
-        xs, ys = self._cal_x, self._cal_y
-        if mu <= xs[0]:
-            return ys[0] + (mu - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
-        if mu >= xs[-1]:
-            return ys[-1] + (mu - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-        i = bisect.bisect_right(xs, mu)
-        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return y0 + (mu - x0) * (y1 - y0) / (x1 - x0)
 
     def _new_binding(self):
         """Per-thread IO binding: a zeroed [1, F] input and a [1, k] output buffer, both bound
@@ -228,9 +200,18 @@ class Predictor:
         self._tls.bind = b
         return b
 
+    def estimate_many(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Probabilities float32 [N, 3] and expected tokens float64 [N] of many prompts (stated sizes
+        honoured for a regressor, as in :meth:`predict`)."""
+        texts = list(texts)
+        x = self.features_many(texts)
+        if self.info.kind != "regressor" or not len(x):
+            return self.predict_features(x)
+        return self._from_log(self._run(np.ascontiguousarray(x, dtype=np.float32)), texts)
+
     def predict_many(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities of many prompts: float32 [N, 3] = [P(Short), P(Medium), P(Long)]."""
-        return self.predict_features(self.features_many(texts))[0]
+        return self.estimate_many(texts)[0]
 
     def score_many(self, texts: Sequence[str]) -> np.ndarray:
         """The ordering key of many prompts, higher = longer: float64 [N].
@@ -238,7 +219,8 @@ class Predictor:
         For a regressor: expected answer tokens (seed 003 "magnitude prior").
         For a classifier: P(Long) (paper §3.3), the key of the ``sjf`` policy.
         """
-        return self.score_features(self.features_many(texts))
+        probs, expected = self.estimate_many(texts)
+        return expected if self.info.kind == "regressor" else probs[:, 2].astype(np.float64)
 
     def score_features(self, x: np.ndarray) -> np.ndarray:
         """:meth:`score_many` from precomputed features [N, F]: float64 [N]."""

@@ -20,15 +20,22 @@
   ``input_text`` parts. The last user item wins.
 
 Any other endpoint is tried in that order (``messages``, ``input``, ``prompt``).
+When instructions were appended, the result is a :class:`ScoredText` (a ``str``) whose
+``instructions_at`` says where they start, so the stated-size reader
+(:mod:`sjf_core.predict._stated`) can tell the app's instructions from pasted user text; a
+request with no user message scores its system prompt, all of it instructions
+(``instructions_at == 0``). :func:`strip_blocks` removes fenced, quoted, triple-quoted and
+``<tag>`` blocks (pasted material) from a message; the length memory's template keys use it too.
 :func:`scored_text` never raises: unreadable input gives ``None``, which the
 scheduler treats as unscored (FCFS order, DESIGN.md invariant 5).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
-__all__ = ["scored_text", "INSTRUCTION_CHARS"]
+__all__ = ["scored_text", "INSTRUCTION_CHARS", "ScoredText", "strip_blocks"]
 
 #: At most this many characters of system/developer instructions are appended.
 INSTRUCTION_CHARS = 1000
@@ -36,6 +43,30 @@ INSTRUCTION_CHARS = 1000
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 #: Upper bound on list items looked at, so a hostile body cannot make scoring slow.
 _MAX_ITEMS = 10_000
+_BLOCKS = re.compile(r"```.*?(```|$)|\"\"\".*?(\"\"\"|$)|<(\w{1,20})>.*?(</\3>|$)", re.S)
+_QUOTED = re.compile(r"^[ \t]*>.*$", re.M)
+
+
+class ScoredText(str):
+    """The scored text (a ``str``) with ``instructions_at``: the index where the appended
+    system/developer instructions start (``len(self)`` when there are none)."""
+
+    instructions_at: int
+
+    def __new__(cls, text: str, instructions_at: int):
+        obj = super().__new__(cls, text)
+        obj.instructions_at = instructions_at
+        return obj
+
+
+def strip_blocks(s: str) -> str:
+    """``s`` with fenced (triple backtick), triple-double-quoted, ``<tag>...</tag>`` blocks and
+    ``>``-quoted lines replaced by a space: what remains is the instruction around pasted material."""
+    if "```" in s or '"""' in s or "<" in s:
+        s = _BLOCKS.sub(" ", s)
+    if ">" in s:
+        s = _QUOTED.sub(" ", s)
+    return s
 
 
 def _clean(s: str) -> str | None:
@@ -86,7 +117,7 @@ def _with_instructions(text: str | None, instr: list[str]) -> str | None:
     parts = [p for p in (_clean(i) for i in instr) if p is not None]
     if not parts:
         return text
-    return text + "\n\n" + _bounded("\n".join(p.strip() for p in parts))
+    return ScoredText(text + "\n\n" + _bounded("\n".join(p.strip() for p in parts)), len(text) + 2)
 
 
 def _instructions(messages) -> list[str]:
@@ -106,8 +137,8 @@ def _from_messages(messages: Any, extra_instructions: Any = None) -> str | None:
     if user is None:
         return None
     text, is_user = user
-    if not is_user:
-        return text
+    if not is_user:  # no user message: the system prompt itself is scored, all of it instructions
+        return None if text is None else ScoredText(text, 0)
     instr = [extra_instructions] if isinstance(extra_instructions, str) else []
     return _with_instructions(text, instr + _instructions(messages))
 

@@ -37,13 +37,16 @@ def add_arguments(p) -> None:
                    help="JSONL of {prompt, response_tokens} (e.g. ../shared/data/conversations/sharegpt.jsonl); "
                         "default: the prompt set shipped with sjf_core")
     g.add_argument("--scenario", default="burst",
-                   help="comma-separated: burst, poisson, replay, app-burst (default burst). app-burst: "
+                   help="comma-separated: burst, poisson, replay, app-burst, held-burst (default burst). held-burst: "
+                        "the burst, cold (a fresh proxy, no length-memory evidence), submitted whole while the "
+                        "backend is held --hold-s seconds (e.g. benchmarks/data/stated_burst.jsonl). app-burst: "
                         "--n-short title tasks over pasted held-out prompts + --n-long held-out chat replies "
                         "(recorded >= 800 tokens), run cold (fresh proxy) and warm (fresh proxy that first "
                         "answered --warmup-n requests of the same apps over other prompts; docs/memory.md). "
                         "faults: load and faults through a real proxy and redis-server (alone; see its flags)")
     g.add_argument("--hold-s", type=float, default=2.0,
-                   help="app-burst: seconds the backend is held busy while the burst is submitted (default 2)")
+                   help="app-burst, held-burst: seconds the backend is held busy while the burst is submitted "
+                        "(default 2)")
     g.add_argument("--warmup-n", type=int, default=50,
                    help="app-burst: warm-up requests answered by sjf-warm before the burst (default 50)")
     g.add_argument("--n-short", type=int, default=None,
@@ -113,6 +116,13 @@ def build_scenarios(args, rows, service) -> list:
             jobs = wl.burst(rows, n_short, n_long, args.n_medium, seed=args.seed, max_tokens=args.max_tokens)
             out.append(Scenario("burst", jobs, {"n_short": n_short, "n_long": n_long,
                                                 "n_medium": args.n_medium, "max_tokens": args.max_tokens}))
+        elif kind == "held-burst":
+            g = wl.by_class(rows)
+            n_short = args.n_short if args.n_short is not None else len(g[0])
+            n_long = args.n_long if args.n_long is not None else len(g[2])
+            jobs = wl.burst(rows, n_short, n_long, args.n_medium, seed=args.seed, max_tokens=args.max_tokens)
+            out.append(Scenario("held burst cold", jobs, {"n_short": n_short, "n_long": n_long, "state": "cold"},
+                                hold_s=args.hold_s, fresh=True))
         elif kind == "poisson":
             if service is None:
                 raise ValueError("poisson with --backend needs --service-tps (tokens/s of your server)")
@@ -140,7 +150,7 @@ def build_scenarios(args, rows, service) -> list:
             out.append(Scenario("app-burst warm", jobs, {**cfg, "state": "warm", "warmup_requests": len(warm)},
                                 warmup=warm, hold_s=args.hold_s, fresh=True))
         else:
-            raise ValueError(f"unknown scenario {kind!r}: use burst, poisson, replay, app-burst")
+            raise ValueError(f"unknown scenario {kind!r}: use burst, poisson, replay, app-burst, held-burst")
     return out
 
 

@@ -36,6 +36,9 @@ def add_arguments(p) -> None:
                    help="paper: 3-class classifier, 300 trees, depth 6, lr 0.1, seed 42 (paper §4.3); "
                         "rank: regressor on ln(1 + answer tokens) (default); general: rank on layout v3 with the "
                         "cross-fitted word lexicon, chosen by leave-one-source-out (the shipped default)")
+    p.add_argument("--spread", default=None, metavar="JSON",
+                   help="spread calibration knots [[mu, median ln(1+tokens), sigma], ...] for the class "
+                        "probabilities and stated sizes, as written by benchmarks/stated_sizes_loso.py --write-spread")
     p.add_argument("--calibration", default=None, metavar="JSON",
                    help="calibration knots [[mu, ln(1+E[tokens])], ...] for expected_tokens, as written by "
                         "`sjf eval --loso --write-calibration`")
@@ -117,21 +120,24 @@ def run(args) -> int:
         print("sjf train: no usable rows", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
-    calibration = None
-    if args.calibration:
+    knots = {}
+    for opt in ("calibration", "spread"):
+        path = getattr(args, opt)
+        if not path:
+            continue
         try:
-            with open(args.calibration) as f:
-                calibration = json.load(f)
-            calibration = calibration.get("knots", calibration) if isinstance(calibration, dict) else calibration
+            with open(path) as f:
+                k = json.load(f)
+            knots[opt] = k.get("knots", k) if isinstance(k, dict) else k
         except (OSError, ValueError) as exc:
-            print(f"sjf train: cannot read --calibration {args.calibration}: {exc}", file=sys.stderr)
+            print(f"sjf train: cannot read --{opt} {path}: {exc}", file=sys.stderr)
             return 1
     cfg = TrainConfig(name=args.name, kind=kind, layout=layout, params=params, nthread=args.nthread,
                       balance=not args.no_balance, base=args.base,
                       source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"),
                       lexicon=bool(recipe.get("lexicon")) and layout in ("v3", "v2l") and not args.base,
                       lexicon_alpha=float(recipe.get("lexicon_alpha", 1.0)), target=recipe.get("target", "median"),
-                      calibration=calibration)
+                      calibration=knots.get("calibration"), spread=knots.get("spread"))
     evaluate_fn = None
     if not args.no_eval:
         from sjf_lab.evaluate import evaluate, format_table, length_peer, model_peer
