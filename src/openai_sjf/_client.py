@@ -108,8 +108,8 @@ def wrap(
             background and the slot freed at its end). A non-streamed call that is
             cancelled or times out after it was sent always probes.
         probe_timeout_s: seconds an idle probe may take (> 0; default 600, the
-            SDK's default read timeout); then the slot falls back to the queue's
-            lease (``Scheduler(lease_ttl_s=...)``), or is released without one.
+            SDK's default read timeout); then, or after an error answer, the slot is
+            released at the orphan's estimated end (docs/openai_sjf.md "Orphaned calls").
         fairness: fair shares across tenants (:mod:`sjf_core.policy._tenants`): "key"
             (default: the client's API key, hashed), "user" (the request's ``user``
             field), "header:NAME", or "off".

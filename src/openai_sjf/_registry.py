@@ -23,6 +23,7 @@ Rules (one process):
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
 from sjf_core.config import SchedulerConfig
 
+log = logging.getLogger("openai_sjf")
 _lock = threading.Lock()
 #: backend key -> (scheduler, (slots, policy, tau, predictor) as first given)
 _owners: dict[str, tuple[Scheduler, tuple]] = {}
@@ -39,6 +41,14 @@ _by_options: dict[tuple, Scheduler] = {}
 
 def _ident(x: Any) -> Any:
     return x if x is None or isinstance(x, (str, int, float)) else ("id", id(x))
+
+
+def _env_config(given: dict) -> SchedulerConfig:
+    """The ``SJF_*`` settings with ``given`` on top; their warnings (e.g. a misspelt name) logged."""
+    config = SchedulerConfig.from_env().replace(**given)
+    for w in config.warnings:
+        log.warning("SJF settings: %s", w)
+    return config
 
 
 def scheduler_for(
@@ -87,8 +97,7 @@ def scheduler_for(
                     given["fairness"] = fairness
                 if default_priority is not None or default_deadline_s is not None:
                     given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
-                config = SchedulerConfig.from_env().replace(**given)
-                sched = Scheduler(config, predictor="default" if predictor is None else predictor)
+                sched = Scheduler(_env_config(given), predictor="default" if predictor is None else predictor)
                 _by_options[okey] = sched
         sched.preload()  # the first request that waits must not pay the model load
         if slots is not None:

@@ -102,8 +102,7 @@ class Scheduler:
 
     # ---- composition -------------------------------------------------------------------
     @property
-    def redis_url(self) -> str | None:
-        """The Redis store's URL, or None (in-process queues)."""
+    def redis_url(self) -> str | None:  # the Redis store's URL, or None (in-process queues)
         return self.config.redis_url
 
     @property
@@ -129,8 +128,7 @@ class Scheduler:
         return 1 if n == AUTO or n is None else int(n)
 
     def set_slots(self, backend: Any, slots: int) -> bool:
-        """Set the slots of ``backend``'s queue before it exists (e.g. "auto" resolved by
-        asking the backend). Returns False (and changes nothing) once the queue exists."""
+        """Set the slots of ``backend``'s queue before it exists ("auto" resolved); False once it exists."""
         if int(slots) < 1:
             raise ValueError(f"slots must be >= 1, got {slots!r}")
         key = backend_key(backend)
@@ -212,9 +210,8 @@ class Scheduler:
 
     # ---- queues -----------------------------------------------------------------------
     def queue(self, backend: Any = "default") -> AdmissionQueue:
-        """The admission queue of ``backend`` (a base URL), created on first use: an
-        :class:`AdmissionQueue`, or a :class:`~sjf_core.admission._redis.RedisAdmissionQueue`
-        (same interface) when ``config.redis_url`` is set."""
+        """The admission queue of ``backend`` (a base URL), made on first use: an :class:`AdmissionQueue`,
+        or a :class:`~sjf_core.admission._redis.RedisAdmissionQueue` when ``config.redis_url`` is set."""
         key = backend_key(backend)
         q = self._queues.get(key)
         if q is None:
@@ -341,7 +338,10 @@ def default_scheduler() -> Scheduler:
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Scheduler(SchedulerConfig.from_env())
+                cfg = SchedulerConfig.from_env()
+                for w in cfg.warnings:  # e.g. a misspelt SJF_* name: said once, at start-up
+                    log.warning("SJF settings: %s", w)
+                _default = Scheduler(cfg)
     return _default
 
 

@@ -45,6 +45,8 @@ __all__ = ["LastResort", "Gate", "GateTicket", "fault_kind", "KINDS"]
 
 #: Kinds of fault a gated request is counted under.
 KINDS = ("store", "predictor", "memory", "internal")
+#: A gate's counts in :meth:`LastResort.status` (each as ``gate_<name>``).
+GATE_COUNTS = ("in_flight", "granted", "released", "expired")
 _LOCK = threading.Lock()  # the RUNNING -> RELEASED step of every gate ticket
 _SEQ = itertools.count()
 
@@ -125,6 +127,7 @@ class GateTicket:
             if granted:
                 self.state = TicketState.RUNNING
                 self.queue.in_flight += 1
+                self.queue.granted += 1
         if not granted:
             self.queue.ledger.give()
             raise asyncio.CancelledError()
@@ -139,6 +142,7 @@ class GateTicket:
             if state is TicketState.RUNNING:
                 self.state = TicketState.RELEASED
                 self.queue.in_flight -= 1
+                self.queue.released += 1
             elif state is TicketState.QUEUED:
                 self.state = TicketState.CANCELLED
         if state is TicketState.QUEUED:
@@ -206,7 +210,7 @@ class Gate:
         self.ledger = ledger
         self.lease_ttl_s = lease_ttl_s
         self.in_flight = 0  # gate tickets holding a slot now
-        self.expired = 0
+        self.granted = self.released = self.expired = 0  # released counts the lease's too
         try:
             from sjf_core.ext._labels import backend_label
 
@@ -305,10 +309,9 @@ class LastResort:
 
     def status(self) -> dict:
         """``{"by_kind": {kind: n}, "backends": {key: {"slots", "held", "waiting",
-        "gate_in_flight", "gate_expired"}}}``: numbers only."""
+        "gate_in_flight", "gate_granted", "gate_released", "gate_expired"}}}``: numbers only."""
         backends = {}
         for key, led in list(self._ledgers.items()):
             g = self._gates.get(key)
-            backends[key] = {**led.status(), "gate_in_flight": g.in_flight if g else 0,
-                             "gate_expired": g.expired if g else 0}
+            backends[key] = {**led.status(), **{f"gate_{k}": getattr(g, k, 0) for k in GATE_COUNTS}}
         return {"by_kind": dict(self.counts), "backends": backends}

@@ -48,7 +48,7 @@ class FaultOptions:
     requests: int = 600
     rounds: int = 3
     tokens_per_s: float = 5000.0
-    mid_frac: float = 0.08
+    mid_frac: float = 0.10
     seed: int = 1
     deadline_s: float = 480.0
     probe_timeout_s: float = 3.0

@@ -96,8 +96,8 @@ def _fault_arguments(p) -> None:
     g = p.add_argument_group("faults (--scenario faults)")
     g.add_argument("--rounds", type=int, default=3, help="rounds through the same proxy (default 3)")
     g.add_argument("--requests", type=int, default=600, help="concurrent requests per round (default 600)")
-    g.add_argument("--mid-answer-frac", type=float, default=0.08,
-                   help="share of clients that leave mid-answer, timed after dispatch (default 0.08)")
+    g.add_argument("--mid-answer-frac", type=float, default=0.10,
+                   help="share of clients that leave mid-answer, timed after dispatch (default 0.10)")
     g.add_argument("--deadline-s", type=float, default=480.0, help="bound on a round, seconds (default 480)")
     g.add_argument("--probe-timeout-s", type=float, default=3.0, help="the plugin's SJF_PROBE_TIMEOUT_S (default 3)")
 
