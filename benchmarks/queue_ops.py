@@ -9,7 +9,7 @@ dispatch per operation, so the depth stays N):
   + ``observe`` of the finished request.
 * ``handoff``: the same task-per-request dance with a bare FIFO of futures and no
   queue logic at all: the asyncio floor that ``admission`` pays anyway.
-* ``admission``: the live asyncio :class:`sjf_core.admission._local.AdmissionQueue` with
+* ``admission``: the live asyncio :class:`sjf_core.admission._local.LocalAdmissionQueue` with
   one slot: a new ticket's ``acquire()`` runs in its own task (enqueue) and the
   running ticket's ``release()`` dispatches the next waiter, whose task then
   wakes. This is the per-request cost inside the plugins (event-loop task steps
@@ -57,7 +57,10 @@ import subprocess
 import tempfile
 
 try:
-    from sjf_core.admission._local import AdmissionQueue, QueueEvents
+    try:
+        from sjf_core.admission._local import LocalAdmissionQueue as AdmissionQueue, QueueEvents
+    except ImportError:  # before the store factory: the contract constructed the local store
+        from sjf_core.admission._local import AdmissionQueue, QueueEvents
     from sjf_core.policy._entry import Entry
     from sjf_core.policy._policies import POLICIES, make_policy
     from sjf_core.predict._prediction import Prediction

@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the throw-away redis-server helper
 
-from sjf_core.admission._local import AdmissionQueue# noqa: E402
+from sjf_core.admission._local import LocalAdmissionQueue  # noqa: E402
 from sjf_core.predict._prediction import Prediction# noqa: E402
 from sjf_core.admission._redis import RedisAdmissionQueue# noqa: E402
 
@@ -91,7 +91,7 @@ async def measure(q, n: int, handoffs: int) -> dict:
 
 
 async def run(url: str, n: int, handoffs: int) -> dict:
-    local = AdmissionQueue(1, "sjf", "bench")
+    local = LocalAdmissionQueue(1, "sjf", "bench")
     shared = RedisAdmissionQueue(url, slots=1, policy="sjf", name=f"bench-{uuid.uuid4().hex[:8]}")
     out = {"in-process": await measure(local, n, handoffs), "redis": await measure(shared, n, handoffs)}
     await shared.aclose()

@@ -1,17 +1,23 @@
 """Print the package tree under src/ with line counts (the table in docs/architecture.md).
 
-Usage: ``python scripts/tree_lines.py [--root src] [--limit 350] [--check] [--markdown] [--write FILE]``
+Usage: ``python scripts/tree_lines.py [--root src] [--limit 350] [--function-limit 60] [--check]
+[--markdown] [--write FILE]``
 
 Counts lines of ``.py``, ``.lua`` and ``.c`` files (``wc -l`` semantics: newline characters).
 Each package line shows its total. Runtime modules (``sjf_core``, ``litellm_sjf``,
-``openai_sjf``) over ``--limit`` lines are marked ``!``; with ``--check`` the exit status is
-1 when there is one. ``--markdown`` wraps the tree in a fenced block; ``--write FILE`` puts
-that block between the ``<!-- tree:begin -->`` / ``<!-- tree:end -->`` markers of FILE.
+``openai_sjf``) over ``--limit`` lines are marked ``!``, and runtime functions (methods
+included) longer than ``--function-limit`` lines (``def`` line to last line) are listed; with
+``--check`` the exit status is 1 when there is either. ``--markdown`` wraps the tree in a
+fenced block; ``--write FILE`` puts that block between the ``<!-- tree:begin -->`` /
+``<!-- tree:end -->`` markers of FILE, and the admission room's import graph (module-level
+and function-level imports, ``if TYPE_CHECKING`` left out) between ``<!-- imports:begin -->``
+/ ``<!-- imports:end -->`` when FILE has those markers.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from pathlib import Path
 
@@ -59,36 +65,105 @@ def tree(root: Path, limit: int) -> tuple[list[str], list[str]]:
     return out, over
 
 
+def long_functions(root: Path, limit: int) -> list[str]:
+    """Runtime functions and methods over ``limit`` lines: ``"path:line name (n)"``."""
+    out = []
+    for pkg in RUNTIME:
+        for path in sorted((root / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > limit:
+                        out.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({n})")
+    return out
+
+
+def imports_of(path: Path, prefix: str) -> list[str]:
+    """The modules under ``prefix`` that ``path`` imports when it runs (``if TYPE_CHECKING``
+    blocks left out: annotations only), sorted."""
+    found: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
+                continue
+            if isinstance(child, ast.ImportFrom) and (child.module or "").startswith(prefix):
+                found.add(child.module)
+            walk(child)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def import_graph(root: Path, package: str = "sjf_core.admission") -> tuple[list[str], list[str]]:
+    """(lines "module -> imports" of ``package``'s modules, a cycle as module names or [])."""
+    d = root / package.replace(".", "/")
+    graph = {f"{package}.{p.stem}": imports_of(p, package + ".") for p in sorted(d.glob("*.py"))}
+    short = lambda m: m.rsplit(".", 1)[-1]  # noqa: E731
+    lines = [f"{short(m):<20} -> {', '.join(short(x) for x in deps) or '-'}" for m, deps in graph.items()]
+    done: set[str] = set()
+
+    def cycle_from(m: str, path: list[str]) -> list[str]:
+        if m in path:
+            return path[path.index(m):] + [m]
+        if m in done:
+            return []
+        for n in graph.get(m, ()):
+            found = cycle_from(n, path + [m])
+            if found:
+                return found
+        done.add(m)
+        return []
+
+    for m in graph:
+        c = cycle_from(m, [])
+        if c:
+            return lines, [short(x) for x in c]
+    return lines, []
+
+
+def _replace_block(text: str, name: str, block: str) -> str:
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    head, rest = text.split(begin, 1)
+    return f"{head}{begin}\n{block}\n{end}{rest.split(end, 1)[1]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1] / "src"))
     ap.add_argument("--limit", type=int, default=350)
+    ap.add_argument("--function-limit", type=int, default=60)
     ap.add_argument("--check", action="store_true", help="exit 1 if a runtime module is over --limit")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--write", metavar="FILE", help="replace the tree between the markers of FILE")
     a = ap.parse_args(argv)
     root = Path(a.root)
     lines, over = tree(root, a.limit)
-    summary = f"runtime modules over {a.limit} lines: {', '.join(over) if over else 'none'}"
+    long = long_functions(root, a.function_limit)
+    summary = (f"runtime modules over {a.limit} lines: {', '.join(over) if over else 'none'}\n"
+               f"runtime functions over {a.function_limit} lines: {', '.join(long) if long else 'none'}")
+    failed = a.check and bool(over or long)
     if a.write:
         doc = Path(a.write)
         text = doc.read_text(encoding="utf-8")
-        begin, end = "<!-- tree:begin -->", "<!-- tree:end -->"
-        if begin not in text or end not in text:
-            print(f"{doc}: no {begin} / {end} markers", file=sys.stderr)
+        if "<!-- tree:begin -->" not in text or "<!-- tree:end -->" not in text:
+            print(f"{doc}: no <!-- tree:begin --> / <!-- tree:end --> markers", file=sys.stderr)
             return 2
-        head, rest = text.split(begin, 1)
-        block = "\n".join(["```text", *lines, "```", "", summary])
-        doc.write_text(f"{head}{begin}\n{block}\n{end}{rest.split(end, 1)[1]}", encoding="utf-8")
+        text = _replace_block(text, "tree", "\n".join(["```text", *lines, "```", "", summary]))
+        if "<!-- imports:begin -->" in text and "<!-- imports:end -->" in text:
+            graph, cycle = import_graph(root)
+            verdict = f"import cycle: {' -> '.join(cycle)}" if cycle else "no import cycle"
+            text = _replace_block(text, "imports", "\n".join(["```text", *graph, "```", "", verdict]))
+        doc.write_text(text, encoding="utf-8")
         print(f"{doc}: tree updated; {summary}")
-        return 1 if (a.check and over) else 0
+        return 1 if failed else 0
     if a.markdown:
         print("```text")
     print("\n".join(lines))
     if a.markdown:
         print("```")
     print(f"\n{summary}")
-    return 1 if (a.check and over) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

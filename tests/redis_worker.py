@@ -19,7 +19,7 @@ async def main(url: str, backend: str, hold_s: float, lease_ttl_s: float, waiter
     q = RedisAdmissionQueue(url, slots=1, name=backend, redis_lease_ttl_s=lease_ttl_s, waiter_ttl_s=waiter_ttl_s)
     t = q.ticket(Prediction.from_probs([1 - p_long, 0.0, p_long]))
     task = asyncio.create_task(t.acquire())
-    while (t.grant is None or t.grant.rid is None) and not task.done():
+    while (t.redis is None or t.redis.rid is None) and not task.done():
         await asyncio.sleep(0.005)
     print("QUEUED", flush=True)
     await task

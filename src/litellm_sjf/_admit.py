@@ -27,9 +27,7 @@ import logging
 import time
 from typing import Any, Callable, Mapping
 
-from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core._scheduler import backend_key
-from sjf_core.admission._last_resort import LastResort
+from sjf_core import AdmissionRejected, LastResort, Superseded, backend_key, note_fault
 
 from ._calls import Call, CallRegistry
 from ._fail_open import REFUSALS, fail_open, log_fault
@@ -120,10 +118,7 @@ class Admission:
             if endpoint is None or not isinstance(cid, str) or not cid or self.calls.find(data) is not None:
                 return
             meta_body = {k: data[k] for k in META_KEYS if k in data}
-            try:
-                consume_intent(data, meta_body)
-            except Exception:
-                pass
+            consume_intent(data, meta_body)  # never raises (it notes its own fault)
             call = Call(cid, id(data.get("proxy_server_request")), endpoint, None, meta_body, None,
                         bool(data.get("stream")))
             call.fault = exc
@@ -182,6 +177,7 @@ class Admission:
         try:
             return self.settings.queue_key(api_base) if api_base else backend_key(f"model:{kwargs.get('model')}")
         except Exception:
+            note_fault(log, "queue name of a deployment not found; its URL is the queue key")
             return backend_key(api_base)
 
     def _last_resort(self) -> LastResort:
@@ -190,8 +186,8 @@ class Admission:
             lr = getattr(self.scheduler(), "last_resort", None)
             if isinstance(lr, LastResort):
                 return lr
-        except Exception:
-            pass
+        except Exception:  # the scheduler itself is what failed: the plugin's spare gate
+            note_fault(log, "the scheduler's last-resort gate unavailable; the plugin's own gate is used")
         if self._spare is None:
             self._spare = LastResort(self._spare_slots, self.settings.lease_ttl_s)
         return self._spare
@@ -250,7 +246,7 @@ class Admission:
         """``slots: auto``: ask the backend once (concurrent first requests share the answer)."""
         fut = self._auto_slots.get(backend)
         if fut is None:
-            from sjf_core.ext._metrics import backend_label
+            from sjf_core import backend_label
 
             fut = self._auto_slots[backend] = asyncio.get_running_loop().create_future()
             n, why = (await backend_slots(target)) if target is not None else (None, "the deployment has no api_base")

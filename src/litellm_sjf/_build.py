@@ -17,8 +17,7 @@ import logging
 import threading
 from typing import Any
 
-from sjf_core._scheduler import Scheduler
-from sjf_core.ext._metrics import start_metrics
+from sjf_core import Scheduler, start_metrics
 
 from .settings import PluginSettings
 

@@ -19,13 +19,19 @@ how many slots it has.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from sjf_core.admission._probe import OLLAMA_PROVIDERS, http_probe
+from sjf_core import http_probe, note_fault
+
+log = logging.getLogger("litellm_sjf")
 
 #: timeout of the ``GET /props`` question, seconds
 PROPS_TIMEOUT_S = 5.0
+#: LiteLLM providers that speak Ollama's native API (probed with Ollama's ``/api/generate``):
+#: LiteLLM's knowledge, so the plugin's, not the core's
+OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ def probe_target(kwargs: Any) -> ProbeTarget | None:
             headers.setdefault("Authorization", f"Bearer {key}")
         return ProbeTarget(base.strip(), api, model, headers)
     except Exception:
+        note_fault(log, "deployment unreadable for a probe; its orphans wait for the lease")
         return None
 
 

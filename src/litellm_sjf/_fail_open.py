@@ -22,7 +22,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core import AdmissionRejected, Superseded
 
 log = logging.getLogger("litellm_sjf")
 

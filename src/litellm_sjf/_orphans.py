@@ -27,8 +27,7 @@ import asyncio
 import logging
 from typing import Any, Mapping
 
-from sjf_core.admission._orphan_hold import hold_until_idle, orphan_deadline
-from sjf_core.admission._probe import probe_gate
+from sjf_core import hold_until_idle, orphan_deadline, probe_gate
 
 from ._calls import Call, CallRegistry, usage_tokens
 from ._fail_open import fail_open, log_fault

@@ -32,7 +32,7 @@ import logging
 import sys
 from typing import Any, Mapping
 
-from sjf_core.ext._metrics import backend_label
+from sjf_core import backend_label
 
 from ._stream_pump import proxy_config_path
 from ._deployment import provider_and_model
@@ -183,6 +183,6 @@ def fatal(exc: BaseException) -> str:
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    except Exception:
+    except (OSError, ValueError):  # no usable stderr: the exception that follows still says it
         pass
     return line

@@ -19,7 +19,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sjf_core.admission._probe import probe_stats
+from sjf_core import note_fault, probe_stats
 
 from ._tenancy import tenant_status
 
@@ -48,6 +48,7 @@ def _queue_status(q: Any) -> dict:
     try:
         tenants = tenant_status(q)
     except Exception:
+        note_fault(log, "tenant status unavailable", level=logging.DEBUG)
         tenants = None
     if tenants is not None:
         out["tenants"] = tenants

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any, AsyncIterator
 
-from sjf_core._errors import AdmissionRejected, Superseded
+from sjf_core import AdmissionRejected, Superseded, note_fault
 
 from ._calls import Call, CallRegistry, usage_tokens
 from ._stats import HandlerStats
@@ -53,7 +53,8 @@ def backend_answered(exc: Any) -> bool:
 
         if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)):
             return False
-    except Exception:
+    except Exception:  # LiteLLM's exception types not importable: treated as "not answered"
+        note_fault(log, "LiteLLM's exception types unavailable; a failure is not taken as answered")
         return False
     code = getattr(exc, "status_code", None)
     return isinstance(code, int) and 400 <= code < 600 and code not in (408, 499)
@@ -88,6 +89,7 @@ def user_content_types() -> frozenset:
 
         return frozenset(ValidUserMessageContentTypes)
     except Exception:  # an other LiteLLM: no part-type check
+        note_fault(log, "LiteLLM's user content types unknown; no part-type check", level=logging.INFO)
         return frozenset()
 
 
@@ -218,7 +220,7 @@ class StreamPump:
     def _warn_undrainable(self, backend: str) -> None:
         self.stats.drain_unavailable += 1
         if backend not in self._drain_warned:
-            from sjf_core.ext._metrics import backend_label
+            from sjf_core import backend_label
 
             self._drain_warned.add(backend)
             log.warning("litellm_sjf: the streams of backend %s cannot be drained (on_disconnect: drain); "

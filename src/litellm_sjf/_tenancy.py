@@ -14,8 +14,13 @@ Never raises on request data.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Mapping
+
+from sjf_core import note_fault
+
+log = logging.getLogger("litellm_sjf")
 
 
 def consume_intent(data: dict, meta_body: dict) -> None:
@@ -27,7 +32,7 @@ def consume_intent(data: dict, meta_body: dict) -> None:
         if "user" in data:
             meta_body["user"] = data["user"]  # fairness "user": the OpenAI field, forwarded as is
     except Exception:
-        pass
+        note_fault(log, "LiteLLM priority / user fields not read; the request is scheduled without them")
 
 
 def identity(user_api_key_dict: Any) -> tuple[Any, Any]:
@@ -37,6 +42,7 @@ def identity(user_api_key_dict: Any) -> tuple[Any, Any]:
         team = getattr(user_api_key_dict, "team_id", None)
         return (key if isinstance(key, str) else None), (team if isinstance(team, str) else None)
     except Exception:
+        note_fault(log, "caller's key / team unreadable; the request goes to the shared tenant")
         return None, None
 
 
@@ -58,6 +64,7 @@ def tenant_status(queue: Any, now: float | None = None) -> dict | None:
                 e = min(sub._live_entries(), key=lambda x: x.arrival, default=None)
                 oldest = None if e is None else max(0.0, now - e.arrival)
             except Exception:
+                note_fault(log, "oldest wait of a tenant unavailable", level=logging.DEBUG)
                 oldest = None
         n = pending.dispatched.get(t, 0)
         if waiting or n:

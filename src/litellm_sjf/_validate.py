@@ -20,9 +20,14 @@ flagged.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
+from sjf_core import note_fault
+
 from ._stream_pump import user_content_types
+
+log = logging.getLogger("litellm_sjf")
 
 _CHAT_CALLS = ("completion", "acompletion")
 _USER_TYPES = user_content_types()
@@ -52,5 +57,6 @@ def rejected_reason(kwargs: Any, call_type: Any) -> str | None:
                     if _USER_TYPES and part.get("type") not in _USER_TYPES:
                         return "user content part has a type LiteLLM refuses"
         return None
-    except Exception:
+    except Exception:  # the check is a courtesy: LiteLLM itself answers a body it refuses
+        note_fault(log, "request shape not checked; LiteLLM judges it")
         return None

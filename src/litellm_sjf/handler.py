@@ -30,7 +30,7 @@ import threading
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from sjf_core._scheduler import Scheduler
+from sjf_core import Scheduler
 
 from ._admit import ENDPOINTS, Admission
 from ._build import LazyScheduler

@@ -22,11 +22,16 @@ A retry (``x-stainless-retry-count`` > 0) that matches neither arrives now.
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 import time
 from collections import OrderedDict
 
 from typing import Any
+
+from sjf_core import note_fault
+
+log = logging.getLogger("openai_sjf")
 
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
 IDEMPOTENCY_HEADER = "idempotency-key"
@@ -46,6 +51,7 @@ def _fingerprint(request: Any) -> tuple:
     try:
         body = request.content
     except Exception:  # a streaming body that was not read: URL only
+        note_fault(log, "request body not read yet; its retry is matched by URL", level=logging.DEBUG)
         body = None
     return (request.url, body)
 

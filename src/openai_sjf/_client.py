@@ -19,21 +19,25 @@ connection pool: closing either closes the pool, as with
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
+
+from sjf_core import start_metrics
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HttpLib, lib_of_client
-from sjf_core.ext._metrics import start_metrics
-
+from ._options import WrapOptions
 from ._registry import scheduler_for
-from ._orphans import DEFAULT_PROBE_TIMEOUT_S
-from ._transport import ON_CLOSE, SJFTransport
+from ._transport import SJFTransport
+
+log = logging.getLogger("openai_sjf")
 
 
 def _is_sdk_default_http_client(http: Any) -> bool:
     try:
         from openai._base_client import AsyncHttpxClientWrapper
-    except Exception:  # pragma: no cover - SDK layout changed
+    except Exception as exc:  # pragma: no cover - SDK layout changed
+        log.debug("openai's default HTTP client type not found (%s)", type(exc).__name__)
         return False
     return type(http) is AsyncHttpxClientWrapper
 
@@ -72,78 +76,58 @@ def wrap(
     tau: Any = None,
     predictor: Any = None,
     scheduler: Any = None,
-    retry_rejected: bool = False,
-    on_close: str = "probe",
-    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    retry_rejected: bool = WrapOptions.retry_rejected,
+    on_close: str = WrapOptions.on_close,
+    probe_timeout_s: float = WrapOptions.probe_timeout_s,
     fairness: Any = None,
     default_priority: Any = None,
     default_deadline_s: Any = None,
 ):
     """Return ``client`` with SJF admission: same class, same API, same settings.
 
-    Every ``POST`` to ``/chat/completions``, ``/completions`` and ``/responses``
-    waits for a slot of the backend's queue, in the policy's order (shortest
-    predicted answer first for the default ``"sjf-tokens"``); other requests pass straight through.
+    Every ``POST`` to ``/chat/completions``, ``/completions`` and ``/responses`` waits for a
+    slot of the backend's queue, in the policy's order (shortest predicted answer first for
+    the default "sjf-tokens"); other requests pass straight through. docs/openai_sjf.md
+    explains each option, supersede (``x-sjf-supersede`` → ``openai.ConflictError``) and
+    sharing (clients of one ``base_url`` share one queue; the first wrap sets its options,
+    :mod:`openai_sjf._registry`; wrapping a wrapped client replaces its admission).
 
     Args:
-        client: an ``openai.AsyncOpenAI`` (or subclass, e.g. ``AsyncAzureOpenAI``)
-            using an ``httpx.AsyncClient`` or an ``httpx2.AsyncClient`` (openai >= 1.92, < 4).
-        slots: concurrent requests the backend gets (>= 1; default 1, a serial
-            backend). Applies when this wrap creates the backend's queue.
-        policy: "sjf-tokens" (default: expected answer tokens), "sjf" (P(Long)), "fair", "fcfs", or a ``sjf_core`` Policy.
-        tau: starvation bound τ: "3x" (default, × mean Short service time),
-            seconds (float), or "off" (paper §3.4).
-        predictor: a ``sjf_core`` predictor (anything with
-            ``.predict(text) -> Prediction``), a path to an ONNX model, or
-            "default" (the shipped model).
-        scheduler: an explicit ``sjf_core._scheduler.Scheduler`` to use; then
-            ``slots``/``policy``/``tau``/``predictor`` must not be given.
-        retry_rejected: let the SDK retry an overload rejection (429) after its
-            ``Retry-After``; default False: ``openai.RateLimitError`` at once.
-        on_close: a streamed (SSE) body closed or abandoned before its end:
-            "probe" (default: the connection is closed and the slot is held until
-            a 1-token probe of the backend returns, right whether the backend stops
-            on disconnect or not), "release" (closed and freed at once, for
-            backends known to stop at once) or "drain" (the rest is read in the
-            background and the slot freed at its end). A non-streamed call that is
-            cancelled or times out after it was sent always probes.
-        probe_timeout_s: seconds an idle probe may take (> 0; default 600, the
-            SDK's default read timeout); then, or after an error answer, the slot is
-            released at the orphan's estimated end (docs/openai_sjf.md "Orphaned calls").
-        fairness: fair shares across tenants (:mod:`sjf_core.policy._tenants`): "key"
-            (default: the client's API key, hashed), "user" (the request's ``user``
-            field), "header:NAME", or "off".
-        default_priority, default_deadline_s: priority band / deadline (s) of a
-            request that sends none (``x-sjf-priority``, ``metadata.sjf_priority``, the
-            body's ``priority``; ``x-sjf-deadline-s``). A bad value raises ValueError here;
-            a bad value in a request is ignored.
-
-    Supersede: a request with header ``x-sjf-supersede: KEY`` removes the queued request
-    with the same key (same backend and tenant); that one raises ``openai.ConflictError``
-    (HTTP 409) at once and never reaches the backend. Our ``x-sjf-*`` headers are
-    removed before a request is sent.
-
-    Sharing: clients of the same ``base_url`` in one process share one queue;
-    the first wrap of a base URL sets its options and later different options
-    are ignored with a ``RuntimeWarning`` (see :mod:`openai_sjf._registry`).
-    Wrapping an already wrapped client replaces its admission settings
-    (no double admission).
+        client: an ``openai.AsyncOpenAI`` (or subclass) on an ``httpx.AsyncClient`` or an
+            ``httpx2.AsyncClient`` (openai >= 1.92, < 4).
+        slots, retry_rejected, on_close, probe_timeout_s: the wrapper's options
+            (:class:`~openai_sjf._options.WrapOptions`, which documents each).
+        policy, tau, predictor, fairness, default_priority, default_deadline_s: the
+            scheduling settings (as :class:`sjf_core.SchedulerConfig`; default: the ``SJF_*``
+            settings): "sjf-tokens" / "sjf" / "fair" / "fcfs" or a Policy; τ "3x", seconds or
+            "off"; a predictor object, an ONNX path or "default"; "key" / "user" /
+            "header:NAME" / "off"; the band and deadline (s) of a request that sends none.
+        scheduler: an explicit :class:`sjf_core.Scheduler` instead of those settings.
 
     Returns:
-        A new client of ``type(client)`` (``client.with_options(http_client=...)``);
-        ``client`` itself is not modified.
+        A new client of ``type(client)``; ``client`` itself is not modified.
 
     Raises:
         TypeError: ``client`` is not an async OpenAI client on an ``httpx``/``httpx2`` ``AsyncClient``.
-        ValueError: bad options (``slots`` < 1, unknown policy, bad τ, unknown
-            ``on_close``, ``probe_timeout_s`` <= 0, or ``scheduler`` together with
-            other options).
+        ValueError: a bad option (the message names it), or ``scheduler`` with other settings.
     """
-    if on_close not in ON_CLOSE:
-        raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
-    if not isinstance(probe_timeout_s, (int, float)) or isinstance(probe_timeout_s, bool) \
-            or not probe_timeout_s > 0:
-        raise ValueError(f"probe_timeout_s must be a number > 0, got {probe_timeout_s!r}")
+    options = WrapOptions(retry_rejected, on_close, probe_timeout_s, slots)
+    http, lib = _http_client_of(client)
+    settings = (policy, tau, predictor, fairness, default_priority, default_deadline_s)
+    if scheduler is not None and (slots is not None or any(v is not None for v in settings)):
+        raise ValueError("pass either scheduler= or slots/policy/tau/predictor/fairness/defaults, not both")
+    sched = scheduler if scheduler is not None else scheduler_for(client.base_url, options.slots, *settings)
+    start_metrics(getattr(sched, "config", None))  # SJF_METRICS_PORT: the explicit start, once per process
+    arrivals, cls, header_names = ArrivalMemory(), SJFTransport.for_library(lib), _default_header_names(client)
+
+    def make(inner):
+        return cls(inner, sched, options, arrivals=arrivals, probe_header_names=header_names)
+
+    return client.with_options(http_client=_wrapped_http_client(http, lib, make))
+
+
+def _http_client_of(client) -> tuple[Any, HttpLib]:
+    """The client's HTTP client and its library. Raises TypeError when it is no async OpenAI client."""
     http = getattr(client, "_client", None)
     lib = lib_of_client(http)
     if not callable(getattr(client, "with_options", None)) or lib is None:
@@ -151,29 +135,18 @@ def wrap(
             "openai_sjf.wrap expects an openai.AsyncOpenAI client using an httpx.AsyncClient or an "
             f"httpx2.AsyncClient, got {type(client).__name__} on {type(http).__name__}"
         )
-    if scheduler is not None:
-        if any(v is not None for v in (slots, policy, tau, predictor, fairness, default_priority,
-                                       default_deadline_s)):
-            raise ValueError("pass either scheduler= or slots/policy/tau/predictor/fairness/defaults, not both")
-        sched = scheduler
-    else:
-        sched = scheduler_for(client.base_url, slots=slots, policy=policy, tau=tau, predictor=predictor,
-                              fairness=fairness, default_priority=default_priority,
-                              default_deadline_s=default_deadline_s)
-    start_metrics(getattr(sched, "config", None))  # SJF_METRICS_PORT: the explicit start, once per process
-    arrivals = ArrivalMemory()
+    return http, lib
 
-    cls = SJFTransport.for_library(lib)
-    try:  # the client's default headers (e.g. a gateway key) go with an idle probe, as credentials do
-        header_names = tuple(str(k) for k in client.default_headers)
-    except Exception:
-        header_names = ()
 
-    def make(inner):
-        return cls(inner, sched, retry_rejected=retry_rejected, arrivals=arrivals, on_close=on_close,
-                   probe_timeout_s=probe_timeout_s, probe_header_names=header_names)
-
-    return client.with_options(http_client=_wrapped_http_client(http, lib, make))
+def _default_header_names(client) -> tuple[str, ...]:
+    """Names of the client's default headers (e.g. a gateway key), which go with an idle
+    probe as credentials do; () when the client has none readable."""
+    try:
+        return tuple(str(k) for k in client.default_headers)
+    except Exception as exc:  # an SDK without default_headers: the probe carries credentials only
+        log.debug("default headers of the client unreadable (%s); the probe carries credentials only",
+                  type(exc).__name__)
+        return ()
 
 
 def transport_of(client) -> SJFTransport | None:

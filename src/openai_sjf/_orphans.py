@@ -29,13 +29,11 @@ import json
 import logging
 from typing import Iterable
 
-from sjf_core.admission._orphan_hold import hold_until_idle, orphan_deadline
-from sjf_core.admission._probe import PROBE_HEADER, probe_gate, probe_request
+from sjf_core import PROBE_HEADER, hold_until_idle, note_fault, orphan_deadline, probe_gate, probe_request
+from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S
 
 log = logging.getLogger("openai_sjf")
 
-#: Seconds a probe may take before the slot falls back to the estimate (the SDK's default read timeout).
-DEFAULT_PROBE_TIMEOUT_S = 600.0
 #: Headers of the orphan copied to its probe (credentials and identity), lower case.
 PROBE_HEADERS = frozenset({"authorization", "api-key", "openai-organization", "openai-project", "user-agent"})
 #: Headers never copied (the probe sets its own body and framing).
@@ -92,6 +90,7 @@ class OrphanProbe:
             if isinstance(body, dict) and isinstance(body.get("model"), str):
                 model = body["model"]
         except Exception:  # unreadable body: a probe without a model (servers with one model accept it)
+            note_fault(log, "orphan's body unreadable; the probe names no model", level=logging.DEBUG)
             model = None
         url, payload = probe_request(self.backend, "openai", model)
         headers = {k: v for k, v in self.request.headers.items()
@@ -127,7 +126,8 @@ class OrphanProbe:
             outcome = await hold_until_idle(probe_gate(self.backend), self._sender, self.timeout_s,
                                             lambda: orphan_deadline(ticket, self._max_tokens()),
                                             renew=ticket.renew, renew_every_s=(lease or 240.0) / 4)
-        except BaseException:  # cancelled (loop shutting down): release now
+        except BaseException:  # cancelled (loop shutting down): release now (counted below)
+            note_fault(log, "idle probe wait ended early; the slot is released", level=logging.DEBUG)
             outcome = None
         finally:
             if self.stats is not None:
@@ -151,8 +151,8 @@ class OrphanProbe:
             for k in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
                 if isinstance(body.get(k), (int, float)):
                     return body[k]
-        except Exception:
-            pass
+        except Exception:  # not JSON, not an object, a streamed body: no cap known
+            note_fault(log, "an orphan's max_tokens could not be read; its estimate is uncapped", level=logging.DEBUG)
         return None
 
     def hand_over(self, ticket, loop: asyncio.AbstractEventLoop | None = None) -> None:

@@ -28,7 +28,7 @@ import threading
 import warnings
 from typing import Any
 
-from sjf_core._scheduler import Scheduler, backend_key, default_scheduler
+from sjf_core import Scheduler, backend_key, default_scheduler
 from sjf_core.config import SchedulerConfig
 
 log = logging.getLogger("openai_sjf")
@@ -43,14 +43,6 @@ def _ident(x: Any) -> Any:
     return x if x is None or isinstance(x, (str, int, float)) else ("id", id(x))
 
 
-def _env_config(given: dict) -> SchedulerConfig:
-    """The ``SJF_*`` settings with ``given`` on top; their warnings (e.g. a misspelt name) logged."""
-    config = SchedulerConfig.from_env().replace(**given)
-    for w in config.warnings:
-        log.warning("SJF settings: %s", w)
-    return config
-
-
 def scheduler_for(
     base_url: Any,
     slots: int | None = None,
@@ -63,15 +55,14 @@ def scheduler_for(
 ) -> Scheduler:
     """The scheduler for a client of ``base_url`` (see the module rules; ``fairness`` and
     the defaults count as options like ``policy``: :mod:`sjf_core.policy._tenants`).
+    ``slots`` was checked by the caller (:class:`~openai_sjf._options.WrapOptions`).
 
     Raises:
-        ValueError: ``slots`` < 1, or an unknown policy / bad τ (from :class:`Scheduler`).
+        ValueError: an unknown policy / bad τ (from :class:`Scheduler`).
     """
-    if slots is not None and int(slots) < 1:
-        raise ValueError(f"slots must be >= 1, got {slots!r}")
     key = backend_key(base_url)
-    wanted = (slots, _ident(policy), _ident(tau), _ident(predictor), _ident(fairness), _ident(default_priority),
-              _ident(default_deadline_s))
+    options = (policy, tau, predictor, fairness, default_priority, default_deadline_s)
+    wanted = (slots, *map(_ident, options))
     with _lock:
         owner = _owners.get(key)
         if owner is not None:
@@ -80,39 +71,44 @@ def scheduler_for(
                 warnings.warn(
                     f"openai_sjf: backend {key} already has an SJF queue configured by an earlier wrap() "
                     f"(slots, policy, tau, predictor, fairness, defaults = {first!r}); the new settings {wanted!r} "
-                    "are ignored. "
-                    "Pass scheduler= for a separate queue.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+                    "are ignored. Pass scheduler= for a separate queue.", RuntimeWarning, stacklevel=3)
             return sched
-        if all(v is None for v in (policy, tau, predictor, fairness, default_priority, default_deadline_s)):
+        if all(v is None for v in options):
             sched = default_scheduler()
         else:
-            okey = wanted[1:]
-            sched = _by_options.get(okey)
+            sched = _by_options.get(wanted[1:])
             if sched is None:
-                given = {"policy": "sjf-tokens" if policy is None else policy, "tau": "3x" if tau is None else tau}
-                if fairness is not None:
-                    given["fairness"] = fairness
-                if default_priority is not None or default_deadline_s is not None:
-                    given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
-                sched = Scheduler(_env_config(given), predictor="default" if predictor is None else predictor)
-                _by_options[okey] = sched
+                sched = _by_options[wanted[1:]] = _new_scheduler(*options)
         sched.preload()  # the first request that waits must not pay the model load
         if slots is not None:
-            existing = sched.queues.get(key)
-            if existing is None:
-                sched.set_slots(key, int(slots))
-            elif existing.slots != int(slots):
-                warnings.warn(
-                    f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "
-                    f"slots={slots} is ignored.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            _claim_slots(sched, key, slots)
         _owners[key] = (sched, wanted)
         return sched
+
+
+def _new_scheduler(policy, tau, predictor, fairness, default_priority, default_deadline_s) -> Scheduler:
+    """A scheduler from the ``SJF_*`` settings with these options laid over them (the core's
+    default policy and τ for what is not given)."""
+    base = SchedulerConfig()
+    given = {"policy": base.policy if policy is None else policy, "tau": base.tau if tau is None else tau}
+    if fairness is not None:
+        given["fairness"] = fairness
+    if default_priority is not None or default_deadline_s is not None:
+        given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
+    config = SchedulerConfig.from_env().replace(**given)
+    for w in config.warnings:  # e.g. a misspelt SJF_* name: said once, at start-up
+        log.warning("SJF settings: %s", w)
+    return Scheduler(config, predictor=base.predictor if predictor is None else predictor)
+
+
+def _claim_slots(sched: Scheduler, key: str, slots: int) -> None:
+    """Set the slots of ``key``'s queue before it exists; warn when it exists with others."""
+    existing = sched.queues.get(key)
+    if existing is None:
+        sched.set_slots(key, slots)
+    elif existing.slots != slots:
+        warnings.warn(f"openai_sjf: the queue of backend {key} already exists with {existing.slots} slot(s); "
+                      f"slots={slots} is ignored.", RuntimeWarning, stacklevel=4)
 
 
 def _reset_for_tests() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 
-from sjf_core._errors import AdmissionRejected
+from sjf_core import AdmissionRejected
 
 __all__ = ["REJECTED_HEADER", "rejected_response", "superseded_response"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sjf_core.predict._meta import HEADER_PREFIX
+from sjf_core import HEADER_PREFIX, PROBE_HEADER
 
 __all__ = ["ENDPOINTS", "endpoint_of", "backend_of", "queue_wait_limit", "sjf_headers", "strip_sjf_headers",
            "api_key_of"]
@@ -58,7 +58,7 @@ def sjf_headers(headers: Any, extra: str | None = None) -> dict[str, str] | None
 
 
 #: our header that must reach the backend: the idle probe's mark (sjf_core.admission._probe)
-_KEEP_HEADERS = ("x-sjf-probe",)
+_KEEP_HEADERS = (PROBE_HEADER,)
 
 
 def strip_sjf_headers(request) -> None:

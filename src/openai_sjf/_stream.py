@@ -22,6 +22,8 @@ import asyncio
 import logging
 import weakref
 
+from sjf_core import note_fault
+
 from ._httplib import flavour, lib_of
 from ._sweeper import IDLE_S, track, untrack
 from ._tail import sse_ended, usage_tokens
@@ -42,12 +44,13 @@ async def _drain(it, inner, ticket, prev: bytes, last: bytes, read_usage: bool) 
         if read_usage and last:
             tokens = usage_tokens(prev, last)
     except BaseException:  # the connection failed or we were cancelled: release anyway
+        note_fault(log, "draining a closed stream ended early; its slot is released", level=logging.DEBUG)
         tokens = None
     finally:
         try:
             await inner.aclose()
         except BaseException:
-            pass
+            note_fault(log, "closing a drained stream failed", level=logging.DEBUG)
         ticket.release(tokens)
 
 
@@ -62,7 +65,7 @@ async def _close_then_orphan(inner, orphan, loop) -> None:
     try:
         await inner.aclose()
     except BaseException:
-        pass
+        note_fault(log, "closing an abandoned stream failed; its slot goes to the probe", level=logging.DEBUG)
     finally:
         orphan(loop)
 
@@ -166,6 +169,7 @@ class AdmittedStream:
             try:
                 tokens = usage_tokens(self._prev, self._last)
             except Exception:
+                note_fault(log, "usage of a stream unreadable; released without its answer length")
                 tokens = None
             self._prev = self._last = b""
         self._ticket.release(tokens)

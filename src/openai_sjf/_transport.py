@@ -31,12 +31,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core.admission._last_resort import LastResort
+from sjf_core import AdmissionRejected, LastResort, Superseded, note_fault
 
 from ._arrivals import ArrivalMemory
 from ._httplib import HTTPX, HttpLib, flavour, lib_of_transport
-from ._orphans import DEFAULT_PROBE_TIMEOUT_S, OrphanProbe, reached_backend
+from ._options import WrapOptions
+from ._orphans import OrphanProbe, reached_backend
 from ._replies import rejected_response, superseded_response
 from ._requests import api_key_of, backend_of, endpoint_of, queue_wait_limit, sjf_headers, strip_sjf_headers
 from ._stream import AdmittedStream
@@ -45,8 +45,6 @@ from ._tail import usage_tokens
 
 log = logging.getLogger("openai_sjf")
 
-#: Values of the ``on_close`` option (the first is the default).
-ON_CLOSE = ("probe", "release", "drain")
 
 
 @dataclass
@@ -76,23 +74,13 @@ class SJFTransport:
     Args:
         inner: the transport to delegate to (kept, never replaced).
         scheduler: a :class:`sjf_core._scheduler.Scheduler`.
-        retry_rejected: let the SDK retry a local 429 rejection (honouring
-            ``Retry-After``); default False (``x-should-retry: false``).
+        options: the wrapper's :class:`~openai_sjf._options.WrapOptions` (checked there:
+            ``retry_rejected``, ``on_close``, ``probe_timeout_s``).
         arrivals: the :class:`~openai_sjf._arrivals.ArrivalMemory` (shared by
             the transports of one wrapped client).
-        on_close: what an SSE stream closed (or abandoned) before its end does with its
-            slot: "probe" (default: close the connection, keep the slot until a
-            1-token probe of the backend returns), "release" (close, release at once:
-            for backends known to stop on disconnect) or "drain" (read the rest in the
-            background, release at its end). Non-streamed answers always probe.
-        probe_timeout_s: seconds an idle probe may take before the slot falls back
-            to the queue's lease (or is released when there is none).
         probe_header_names: extra request header names copied to the probe (the
             client's default headers; credentials are always copied).
         http_lib: the :class:`~openai_sjf._httplib.HttpLib` of the client (default: from ``inner``).
-
-    Raises:
-        ValueError: an unknown ``on_close``.
     """
 
     #: the HTTP library of this flavour (set on the per-library subclasses)
@@ -108,19 +96,14 @@ class SJFTransport:
         """The subclass for HTTP library ``lib`` (inherits ``lib.AsyncBaseTransport``)."""
         return flavour(SJFTransport, lib, "AsyncBaseTransport")
 
-    def __init__(self, inner, scheduler, retry_rejected: bool = False,
-                 arrivals: ArrivalMemory | None = None, on_close: str = "probe",
-                 http_lib: HttpLib | None = None, probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
-                 probe_header_names=()):
-        if on_close not in ON_CLOSE:
-            raise ValueError(f"on_close must be one of {ON_CLOSE}, got {on_close!r}")
+    def __init__(self, inner, scheduler, options: WrapOptions = WrapOptions(), *,
+                 arrivals: ArrivalMemory | None = None, http_lib: HttpLib | None = None, probe_header_names=()):
         self.inner = inner
         self.scheduler = scheduler
-        self.retry_rejected = bool(retry_rejected)
-        self.on_close = on_close
-        if not float(probe_timeout_s) > 0:
-            raise ValueError(f"probe_timeout_s must be > 0, got {probe_timeout_s!r}")
-        self.probe_timeout_s = float(probe_timeout_s)
+        self.options = options
+        self.retry_rejected = options.retry_rejected
+        self.on_close = options.on_close
+        self.probe_timeout_s = options.probe_timeout_s
         self.probe_header_names = frozenset(h.lower() for h in probe_header_names)
         self.arrivals = arrivals or ArrivalMemory()
         self.stats = TransportStats()
@@ -171,6 +154,8 @@ class SJFTransport:
                     try:
                         tokens = usage_tokens(b"", response.content)
                     except Exception:  # closed without being read: no usage
+                        note_fault(log, "usage of an answer unreadable; released without its length",
+                                   level=logging.DEBUG)
                         tokens = None
                 ticket.release(tokens)
                 return response

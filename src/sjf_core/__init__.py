@@ -19,17 +19,33 @@ Policy
     :func:`make_promotion` and :class:`PromotionStrategy` (starvation guards;
     all rules in :mod:`sjf_core.policy.promotion`).
 Admission
-    :class:`AdmissionQueue`, :class:`Ticket`, :class:`TicketState`, :class:`QueueEvents`,
-    :class:`QueueStats`, :class:`RedisAdmissionQueue`, :class:`OverloadConfig`.
+    :class:`AdmissionQueue` (the contract), its stores :class:`LocalAdmissionQueue` and
+    :class:`RedisAdmissionQueue`, :class:`Ticket`, :class:`TicketState`, :class:`QueueEvents`,
+    :class:`QueueStats`, :class:`OverloadConfig`.
 Errors (messages never contain prompt text)
     :class:`AdmissionRejected` (overload: retry later), :class:`Superseded` (replaced while
     queued), :class:`PredictorError` (a model file is missing or unreadable).
 Extensions
     :data:`hookimpl` (pluggy marker for plugins; hook specs in :mod:`sjf_core.ext._hooks`).
+What the adapters use (``litellm_sjf``, ``openai_sjf``: they import nothing private)
+    :func:`backend_label` (a backend key as a metrics label, no credentials); the idle probe
+    that frees an orphan's slot: :func:`probe_gate` (one :class:`ProbeGate` per backend),
+    :func:`probe_request` / :func:`http_probe` (the fixed 1-token request), :func:`probe_stats`,
+    :data:`PROBE_HEADER` (the header that marks it), :func:`hold_until_idle` and
+    :func:`orphan_deadline` (a failed probe falls back to the orphan's estimated end, the
+    probe retried meanwhile); the scheduling headers a request may send:
+    :data:`HEADER_PREFIX` ("x-sjf-"), :data:`PRIORITY_HEADER`, :data:`DEADLINE_HEADER`,
+    :data:`SUPERSEDE_HEADER`; :class:`LastResort` (``Scheduler.last_resort``: where a request
+    whose admission raised waits, FIFO within the backend's slots); :func:`note_fault` (log an
+    absorbed fault without prompt text, and count it) and :func:`fault_counts`.
 """
 
 from sjf_core._errors import AdmissionRejected, Superseded
-from sjf_core.admission._local import AdmissionQueue, QueueEvents, QueueStats, Ticket
+from sjf_core._faults import fault_counts, note_fault
+from sjf_core.admission._base import AdmissionQueue
+from sjf_core.admission._events import QueueEvents, QueueStats
+from sjf_core.admission._local import LocalAdmissionQueue
+from sjf_core.admission._ticket import Ticket
 from sjf_core.admission._overload import OverloadConfig
 from sjf_core.admission._ticket import TicketState
 from sjf_core.config import BackendConfig, SchedulerConfig
@@ -38,7 +54,7 @@ from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.policy._tau import TauConfig, TauEstimator
 from sjf_core.policy._tenants import Fairness
 from sjf_core.policy.promotion import PromotionStrategy, make_promotion
-from sjf_core.predict._meta import request_meta
+from sjf_core.predict._meta import DEADLINE_HEADER, HEADER_PREFIX, PRIORITY_HEADER, SUPERSEDE_HEADER, request_meta
 from sjf_core.predict._prediction import Prediction
 from sjf_core.predict._text import scored_text
 
@@ -56,6 +72,16 @@ _LAZY = {
     "FEATURE_NAMES": "sjf_core.predict._features",
     "RedisAdmissionQueue": "sjf_core.admission._redis",  # redis-py only when a queue connects
     "hookimpl": "sjf_core.ext._hooks",  # pluggy
+    "backend_label": "sjf_core.ext._labels",
+    "ProbeGate": "sjf_core.admission._probe",
+    "probe_gate": "sjf_core.admission._probe",
+    "probe_request": "sjf_core.admission._probe",
+    "http_probe": "sjf_core.admission._probe",  # httpx, when a probe is sent
+    "probe_stats": "sjf_core.admission._probe",
+    "PROBE_HEADER": "sjf_core.admission._probe",
+    "LastResort": "sjf_core.admission._last_resort",
+    "hold_until_idle": "sjf_core.admission._orphan_hold",
+    "orphan_deadline": "sjf_core.admission._orphan_hold",
 }
 
 
@@ -83,9 +109,14 @@ __all__ = [
     "make_policy", "Policy", "Entry", "CLASS_NAMES", "class_of_tokens", "TauConfig", "TauEstimator", "Fairness",
     "make_promotion", "PromotionStrategy",
     # admission
-    "AdmissionQueue", "Ticket", "TicketState", "QueueEvents", "QueueStats", "RedisAdmissionQueue", "OverloadConfig",
+    "AdmissionQueue", "LocalAdmissionQueue", "Ticket", "TicketState", "QueueEvents", "QueueStats", "RedisAdmissionQueue", "OverloadConfig",
     # errors
     "AdmissionRejected", "Superseded", "PredictorError",
     # extensions
     "hookimpl",
+    # what the adapters use
+    "backend_label", "ProbeGate", "probe_gate", "probe_request", "http_probe", "probe_stats", "PROBE_HEADER",
+    "HEADER_PREFIX", "PRIORITY_HEADER", "DEADLINE_HEADER", "SUPERSEDE_HEADER", "LastResort",
+    "hold_until_idle", "orphan_deadline",
+    "note_fault", "fault_counts",
 ]

@@ -21,10 +21,12 @@ from typing import Any, Callable, Mapping
 
 from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
 from sjf_core.admission._backend_url import normalise
+from sjf_core.admission._base import AdmissionQueue
+from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._last_resort import LastResort
 from sjf_core.admission._ledger import attach_ledger
-from sjf_core.admission._local import AdmissionQueue, QueueEvents, Ticket
-from sjf_core.admission._redis import RedisAdmissionQueue
+from sjf_core.admission._stores import make_queue
+from sjf_core.admission._ticket import Ticket
 from sjf_core.config import AUTO, SchedulerConfig
 from sjf_core.ext._hooks import install_plugins
 from sjf_core.ext._metrics import install_default_metrics
@@ -210,8 +212,9 @@ class Scheduler:
 
     # ---- queues -----------------------------------------------------------------------
     def queue(self, backend: Any = "default") -> AdmissionQueue:
-        """The admission queue of ``backend`` (a base URL), made on first use: an :class:`AdmissionQueue`,
-        or a :class:`~sjf_core.admission._redis.RedisAdmissionQueue` when ``config.redis_url`` is set."""
+        """The admission queue of ``backend`` (a base URL), created on first use by
+        :func:`~sjf_core.admission._stores.make_queue`: the in-process store, or the Redis
+        store (same :class:`AdmissionQueue` contract) when ``config.redis_url`` is set."""
         key = backend_key(backend)
         q = self._queues.get(key)
         if q is None:
@@ -223,20 +226,11 @@ class Scheduler:
                     self._queues[key] = q
         return q
 
-    def _new_queue(self, key: str):
-        b = self.config.backend(key)
-        if not self.config.redis_url:
-            return AdmissionQueue(slots=self.slots_for(key), policy=self.make_policy(), name=key,
-                                  lease_ttl_s=self.config.lease_ttl_s, listeners=self.listeners,
-                                  overload=b.overload, rate_limit=b.rate_limit, fairness=self.config.fairness)
-        local = {k: v for k, v in (("overload", b.overload), ("rate_limit", b.rate_limit)) if v is not None}
-        if local:
-            log.warning("backend %s: overload control and rate limits are per process in Redis mode "
-                        "(applied only while failing open)", key)
-        return RedisAdmissionQueue(self.config.redis_url, slots=self.slots_for(key), policy=self.make_policy(),
-                                   name=key, lease_ttl_s=self.config.lease_ttl_s, listeners=self.listeners,
-                                   local_options=local, fairness=self.config.fairness,
-                                   **dict(self.config.redis_options))
+    def _new_queue(self, key: str) -> AdmissionQueue:
+        b, c = self.config.backend(key), self.config
+        return make_queue(key, slots=self.slots_for(key), policy=self.make_policy(), lease_ttl_s=c.lease_ttl_s,
+                          listeners=self.listeners, overload=b.overload, rate_limit=b.rate_limit,
+                          fairness=c.fairness, redis_url=c.redis_url, redis_options=c.redis_options)
 
     @property
     def queues(self) -> dict[str, AdmissionQueue]:
@@ -268,7 +262,8 @@ class Scheduler:
         """
         if prediction is None:
             prediction = self.predict(body, endpoint)
-        t = self.queue(backend).ticket(prediction, self.meta(backend, body, headers, api_key, team), arrival)
+        key = backend_key(backend)  # once: queue and metadata defaults look it up as is
+        t = self.queue(key).ticket(prediction, self.meta(key, body, headers, api_key, team), arrival)
         if self.memory is not None:
             t.entry.evidence = handle_of(prediction)
         return t
@@ -311,7 +306,8 @@ class Scheduler:
             endpoint: as in :meth:`ticket`.
             arrival: as in :meth:`ticket`.
         """
-        q = self.queue(backend)
+        key = backend_key(backend)  # once: queue and metadata defaults look it up as is
+        q = self.queue(key)
         lazy = LazyEvidence(self, load, endpoint) if self.memory is not None else None
 
         def score():
@@ -319,7 +315,7 @@ class Scheduler:
             prediction = self.predict(body, endpoint)
             if lazy is not None:
                 lazy.handle, lazy.scored = handle_of(prediction), True
-            return prediction, self.meta(backend, body, headers, api_key)
+            return prediction, self.meta(key, body, headers, api_key)
 
         t = q.ticket(None, None, arrival, scorer=score)  # a store that needs the class at the door scores at once
         if lazy is not None:

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from sjf_core._faults import note_fault
 from sjf_core.memory._core import handle_of
 from sjf_core.predict._prediction import Prediction
 from sjf_core.predict._text import scored_text
@@ -91,8 +92,8 @@ class Scoring:
         def load():
             try:
                 self.predictor
-            except Exception:  # the property logs and fails open itself
-                pass
+            except Exception:  # the property logs and fails open itself; this is a second guard
+                note_fault(log, "predictor preload failed; requests are scored once it loads, FCFS until then")
 
         th = threading.Thread(target=load, name="sjf-predictor-preload", daemon=True)
         th.start()
@@ -130,6 +131,7 @@ class Scoring:
             try:
                 features = layout.extract(text)
             except Exception:
+                note_fault(log, "memory features could not be extracted; the memory blends without them")
                 features = None
         info = getattr(p, "info", None)
         sigma0 = getattr(info, "log_sigma", 1.0) if info is not None else 1.0
@@ -151,6 +153,7 @@ class Scoring:
         try:
             return self.memory.status()
         except Exception as exc:
+            note_fault(log, "length memory status unavailable", exc)
             return {"enabled": True, "error": type(exc).__name__}
 
     def _emit_predict(self, latency_s: float, error: str | None) -> None:

@@ -43,8 +43,21 @@ from sjf_core.policy._policies import Policy, make_policy
 from sjf_core.policy._tenants import Fairness, IntentDefaults
 
 __all__ = ["SchedulerConfig", "BackendConfig", "AdapterConfig", "AUTO", "DISCONNECT_MODES",
-           "native_scan_disabled", "memory_salt"]
+           "native_scan_disabled", "memory_salt", "DEFAULT_PROMOTION", "TAU_OFF_PROMOTION",
+           "DEFAULT_PROBE_TIMEOUT_S"]
 
+# ---- defaults defined here once (the layers below derive theirs from these) ------------------
+#: Promotion rule (starvation guard) of a policy that names none: "work-bound", due on the
+#: served-work clock (:class:`~sjf_core.policy.promotion.WorkBound`), chosen with
+#: ``sjf simulate --scenario guard`` (docs/scheduling.md). Policies, pending structures,
+#: :func:`~sjf_core.policy.promotion.make_promotion` and plugin policies all take it from here.
+DEFAULT_PROMOTION = "work-bound"
+#: The rule of the policies whose τ is off by default ("fcfs", "oracle"): the paper's
+#: "strict", which never acts with τ off (the simplest rule to run there, Redis included).
+TAU_OFF_PROMOTION = "strict"
+#: Seconds an idle probe may take before an orphan's slot falls back to the lease (both
+#: adapters; the OpenAI SDK's default read timeout).
+DEFAULT_PROBE_TIMEOUT_S = 600.0
 
 
 def _empty() -> Mapping:
@@ -66,7 +79,7 @@ class AdapterConfig:
     """Settings only the LiteLLM plugin uses (see :mod:`litellm_sjf.settings` for their meaning)."""
 
     on_disconnect: str = "probe"
-    probe_timeout_s: float = 600.0
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
     drain_max_s: float = 600.0
     status_port: int | None = None
     scheduler_factory: str | None = None

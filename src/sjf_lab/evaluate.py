@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from sjf_core.predict._rank_metrics import class_accuracy, kendall_tau_b, ranking_accuracy
+from sjf_lab.rank_metrics import class_accuracy, kendall_tau_b, ranking_accuracy
 from sjf_lab.train_data import Row
 
 __all__ = ["Peer", "model_peer", "length_peer", "score_rows", "evaluate", "format_table", "MIN_PER_CLASS"]

@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from sjf_core.policy._entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
-from sjf_core.predict._rank_metrics import kendall_tau_b
+from sjf_lab.rank_metrics import kendall_tau_b
 from sjf_lab.train_data import Dataset, Row
 
 __all__ = [

@@ -233,7 +233,7 @@ def fit_recipe(recipe: Recipe, ds: Dataset, train_keys: Sequence[str], store: Fe
     offsets = model_offsets(ds, train_keys) if recipe.target == "demean" else None
     lexicon = None
     if recipe.lexicon:  # cross-fitted lexicon column for the training prompts, full lexicon elsewhere
-        from sjf_core.predict._lexicon import cross_fit_scores, fit_lexicon
+        from sjf_lab.lexicon_fit import cross_fit_scores, fit_lexicon
 
         if store.layout.names[-1] != "lexicon":
             raise ValueError(f"recipe {recipe.name!r}: layout {recipe.layout} has no lexicon column")

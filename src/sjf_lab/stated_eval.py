@@ -53,7 +53,7 @@ def _scores(pred, rows) -> tuple[np.ndarray, list]:
 
 
 def _metrics(expected: np.ndarray, stated: np.ndarray, read: list) -> dict:
-    from sjf_core.predict._rank_metrics import kendall_tau_b
+    from sjf_lab.rank_metrics import kendall_tau_b
 
     ratio = expected / stated
     within = (ratio >= 0.5) & (ratio <= 2.0)

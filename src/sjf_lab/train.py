@@ -143,7 +143,8 @@ def featurize_groups(ds: Dataset, keys: Sequence[str], layout: str, progress: bo
 def _with_lexicon(cfg: TrainConfig, ds: Dataset, tr_keys, va_keys, X, Xv, y):
     """Fit the lexicon on the training prompts; fill the ``lexicon`` column: cross-fitted
     (3 folds by prompt hash) for the training rows, the full lexicon for validation."""
-    from sjf_core.predict._lexicon import buckets_of, cross_fit_scores, fit_lexicon
+    from sjf_core.predict._lexicon import buckets_of
+    from sjf_lab.lexicon_fit import cross_fit_scores, fit_lexicon
 
     lay = get_layout(cfg.layout)
     if lay.names[-1] != "lexicon":

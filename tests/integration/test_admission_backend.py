@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 
-from sjf_core.admission._local import AdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.predict._prediction import Prediction
 
 
@@ -18,7 +18,7 @@ def pred(p_long: float) -> Prediction:
 # ---- 1. concurrency bound, measured at the backend ---------------------------------------------
 async def test_slots_bound_measured_at_the_emulator(emulator_factory):
     emu = await emulator_factory(tokens_per_s=2000, slots=8, seed=3)
-    q = AdmissionQueue(slots=2, policy="sjf", name=emu.base_url)
+    q = LocalAdmissionQueue(slots=2, policy="sjf", name=emu.base_url)
 
     async def call(i, client):
         async with q.ticket(pred((i % 10) / 10)):

@@ -19,7 +19,7 @@ import numpy as np
 import openai
 import pytest
 
-from sjf_core.admission._local import AdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT
 from sjf_core._errors import AdmissionRejected
 from sjf_core.admission._overload import OverloadConfig
@@ -62,7 +62,7 @@ def test_scheduler_passes_limits_per_backend():
 
 # ---- the ladder on the live in-process queue --------------------------------------------------
 async def test_depth_ladder_sheds_long_first_and_never_exceeds_the_limit():
-    q = AdmissionQueue(slots=1, policy="sjf", name="emu", overload={"max_queue_depth": 10})
+    q = LocalAdmissionQueue(slots=1, policy="sjf", name="emu", overload={"max_queue_depth": 10})
     holder = q.ticket(pred(SHORT))
     await holder.acquire()
     admitted, rejected = [], []
@@ -93,7 +93,7 @@ async def test_depth_ladder_sheds_long_first_and_never_exceeds_the_limit():
 
 
 async def test_predicted_wait_limit_uses_observed_service_times():
-    q = AdmissionQueue(slots=1, policy="sjf", name="w", overload={"max_predicted_wait_s": 40.0})
+    q = LocalAdmissionQueue(slots=1, policy="sjf", name="w", overload={"max_predicted_wait_s": 40.0})
     holder = q.ticket(pred(LONG))
     await holder.acquire()  # running Long: ~30.1 s expected (Table 1 seed)
     t_long = q.ticket(pred(LONG))
@@ -113,7 +113,7 @@ async def test_predicted_wait_limit_uses_observed_service_times():
 
 
 async def test_deferred_request_is_admitted_when_the_queue_drains_or_rejected_after_defer_s():
-    q = AdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1, "defer_s": 30.0})
+    q = LocalAdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1, "defer_s": 30.0})
     holder = q.ticket(pred(SHORT))
     await holder.acquire()
     first = q.ticket(pred(SHORT))
@@ -131,7 +131,7 @@ async def test_deferred_request_is_admitted_when_the_queue_drains_or_rejected_af
     assert deferred.state == "running"
     deferred.release()
 
-    q2 = AdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1, "defer_s": 0.05})
+    q2 = LocalAdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1, "defer_s": 0.05})
     h2 = q2.ticket(pred(SHORT))
     await h2.acquire()
     w = asyncio.create_task(q2.ticket(pred(SHORT)).acquire())
@@ -145,7 +145,7 @@ async def test_deferred_request_is_admitted_when_the_queue_drains_or_rejected_af
 
 
 async def test_cancel_while_deferred_leaves_no_trace():
-    q = AdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1, "defer_s": 60.0})
+    q = LocalAdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1, "defer_s": 60.0})
     holder = q.ticket(pred(SHORT))
     await holder.acquire()
     w = asyncio.create_task(q.ticket(pred(SHORT)).acquire())
@@ -156,7 +156,7 @@ async def test_cancel_while_deferred_leaves_no_trace():
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert d.state == "cancelled" and not q._deferred
+    assert d.state == "cancelled" and not q.door.deferred
     holder.release()
     await w
 

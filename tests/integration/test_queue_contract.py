@@ -17,7 +17,7 @@ import pytest
 from waits import wait_until
 
 from sjf_core.admission._ticket import TicketState
-from sjf_core.admission._local import AdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._redis import RedisAdmissionQueue
 from sjf_core.predict._prediction import Prediction
 
@@ -32,7 +32,7 @@ async def make_queue(request):
     def make(**kw):
         name = f"http://127.0.0.1:1/{uuid.uuid4().hex[:8]}/v1"
         if request.param == "local":
-            q = AdmissionQueue(slots=1, name=name, **kw)
+            q = LocalAdmissionQueue(slots=1, name=name, **kw)
         else:
             url = request.getfixturevalue("redis_url")
             q = RedisAdmissionQueue(url, slots=1, name=name, redis_lease_ttl_s=1.5, waiter_ttl_s=1.5, **kw)
@@ -47,7 +47,7 @@ async def make_queue(request):
 
 def _rid(t):
     """The Redis waiter id of a ticket on the Redis store (None until Redis has it)."""
-    return getattr(getattr(t, "grant", None) or t, "rid", None)
+    return getattr(t.redis, "rid", None)
 
 
 async def queued(q, t) -> asyncio.Task:
@@ -189,7 +189,7 @@ async def test_both_stores_are_the_contract_and_score_when_they_must(make_queue)
 
 
 async def test_local_store_with_a_door_scores_at_once():
-    q = AdmissionQueue(slots=1, overload={"max_queue_depth": 10})
+    q = LocalAdmissionQueue(slots=1, overload={"max_queue_depth": 10})
     t = q.ticket(None, None, None, scorer=lambda: (Prediction.from_probs([0.0, 0.0, 1.0]), None))
     assert t.entry.scored and t.entry.klass == 2  # overload control needs the class before the queue
     await t.acquire()

@@ -20,7 +20,7 @@ import redis.asyncio as ra
 
 from redis_server import RedisServer, free_port
 from waits import wait_until
-from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core.admission._local import LocalAdmissionQueue, QueueEvents
 from sjf_core._errors import AdmissionRejected
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
@@ -140,7 +140,7 @@ async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
     for i, (p, meta, age) in enumerate(work):
         t = queue.ticket(p, meta, arrival=base - age)
         tasks.append(loop.create_task(job(i, t)))
-        await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.grant is not None and t.grant.rid is not None)))
+        await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.redis is not None and t.redis.rid is not None)))
     await asyncio.sleep(hold_s)
     if hasattr(blocker, "arelease"):
         await blocker.arelease(10)
@@ -154,7 +154,7 @@ async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
 async def test_same_order_as_in_process_queue(stores, policy, opts):
     for seed in range(2):
         work = workload(seed)
-        local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+        local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
         expected = await dispatch_order(local, work)
         shared = stores(slots=1, policy=make_policy(policy, **opts))
         got = await dispatch_order(shared, work)
@@ -192,7 +192,7 @@ async def interleaved_order(queue, groups) -> list[int]:
             t = queue.ticket(p, meta)
             tasks.append(loop.create_task(job(n, t)))
             n += 1
-            await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.grant is not None and t.grant.rid is not None)))
+            await wait_until(lambda: t.state == "queued" and (t.queue.store == "local" or (t.redis is not None and t.redis.rid is not None)))
         if g == 0:
             if hasattr(blocker, "arelease"):
                 await blocker.arelease(300)
@@ -218,8 +218,8 @@ async def interleaved_order(queue, groups) -> list[int]:
 async def test_served_work_rules_same_order_while_arrivals_interleave(stores, policy, opts):
     rnd = random.Random(7)
     groups = [[(pred(rnd.choice([0.05, 0.3, 0.6, 0.95])), RequestMeta()) for _ in range(3)] for _ in range(5)]
-    expected = await interleaved_order(AdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
-    unguarded = await interleaved_order(AdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
+    expected = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
+    unguarded = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
     assert expected != unguarded, "the rule never changed the order: parity would prove nothing"
     got = await interleaved_order(stores(slots=1, policy=make_policy(policy, **opts)), groups)
     assert got == expected
@@ -240,7 +240,7 @@ async def test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound(stores):
     # Shorts queued behind it have bounds ≈ 3 s away, so they keep SJF order.
     opts = dict(tau=0.3, promotion="fcfs-bound", initial_short_service_s=0.2)
     work = [(pred(0.95), None, 0.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0), (pred(0.02), None, 0.0)]
-    for q in (AdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
+    for q in (LocalAdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
         assert await dispatch_order(q, work, hold_s=0.8) == [0, 3, 1, 2]
         assert q.stats.promoted == 1
         assert await dispatch_order(q, work, hold_s=0.0) == [3, 1, 2, 0]
@@ -302,11 +302,11 @@ async def test_stale_holder_cannot_release_a_newer_lease(stores):
     q = stores(slots=1, redis_lease_ttl_s=2.0)
     a = q.ticket(pred(0.1))
     await a.acquire()
-    ls = q._state()
-    ls.held.pop(a.grant.fence)  # A's process stalls: its lease is no longer renewed
+    ls = q.loop_state()
+    ls.held.pop(a.redis.fence)  # A's process stalls: its lease is no longer renewed
     b = q.ticket(pred(0.1))
     await asyncio.wait_for(b.acquire(), 20)  # granted after A's lease expired
-    assert b.grant.fence != a.grant.fence and int(b.grant.fence) > int(a.grant.fence)
+    assert b.redis.fence != a.redis.fence and int(b.redis.fence) > int(a.redis.fence)
     c = q.ticket(pred(0.1))
     c_task = asyncio.create_task(c.acquire())
     await wait_until(snap_is(q, waiting=1))  # C waits in Redis
@@ -359,13 +359,13 @@ async def test_cancel_and_timeout_leave_the_queue(stores):
         await t1.acquire(timeout=0.2)
     t2 = q.ticket(pred(0.1))
     task = asyncio.create_task(t2.acquire())
-    await wait_until(lambda: (t2.grant and t2.grant.rid) is not None)
+    await wait_until(lambda: (t2.redis and t2.redis.rid) is not None)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     t3 = q.ticket(pred(0.9))
     task3 = asyncio.create_task(t3.acquire())
-    await wait_until(lambda: (t3.grant and t3.grant.rid) is not None)
+    await wait_until(lambda: (t3.redis and t3.redis.rid) is not None)
     assert t3.release() is False  # release while queued withdraws it
     with pytest.raises(asyncio.CancelledError):
         await task3
@@ -374,7 +374,7 @@ async def test_cancel_and_timeout_leave_the_queue(stores):
     assert {t1.state, t2.state, t3.state} == {"cancelled"}
     late = q.ticket(pred(0.5))
     late_task = asyncio.create_task(late.acquire())
-    await wait_until(lambda: (late.grant and late.grant.rid) is not None)
+    await wait_until(lambda: (late.redis and late.redis.rid) is not None)
     await hold.arelease()
     await asyncio.wait_for(late_task, 5)  # the cancelled ones were skipped
     await late.arelease()
@@ -388,7 +388,7 @@ async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
         await hold.acquire()
         w = q.ticket(pred(0.1))
         task = asyncio.create_task(w.acquire())
-        await wait_until(lambda: (w.grant and w.grant.rid) is not None)
+        await wait_until(lambda: (w.redis and w.redis.rid) is not None)
         # the grant (release → dispatch to w) and w's cancellation race in varying order
         hold.release()
         for _ in range(i % 4):
@@ -401,7 +401,7 @@ async def test_wakeup_crossing_a_cancellation_never_leaks_the_slot(stores):
             await w.arelease()  # it won the race: it holds the slot, give it back
         except asyncio.CancelledError:
             pass
-        await wait_until(lambda: not q._state().tasks, timeout=5)
+        await wait_until(lambda: not q.loop_state().tasks, timeout=5)
         snap = await q.snapshot()
         assert snap["in_flight"] == 0 and snap["waiting"] == 0, (i, snap)
 
@@ -412,9 +412,9 @@ async def test_dead_waiter_is_removed(stores):
     q = stores(slots=1, waiter_ttl_s=ttl, redis_lease_ttl_s=ttl)
     hold = q.ticket(pred(0.1))
     await hold.acquire()
-    ls = q._state()
+    ls = q.loop_state()
     # a waiter whose process died right after enqueueing: nobody heartbeats it
-    await q._run(ls, "enqueue", ["0.1", 0, 0, "0", "", str(ttl), "999@dead"])
+    await q.run(ls, "enqueue", ["0.1", 0, 0, "0", "", str(ttl), "999@dead"])
     assert (await q.snapshot())["waiting"] == 1
     await wait_until(snap_is(q, waiting=0, expired_waiters=1), timeout=30, step=0.1)
     # a live waiter behind it is heart-beaten and not removed, well past its TTL
@@ -670,7 +670,7 @@ async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts)
     work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
     work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
     work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
-    local = AdmissionQueue(1, make_policy(policy, **opts), "parity")
+    local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
     expected = await dispatch_order(local, work)
     assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
     assert expected[-1] == 8  # the lowest band last, although oldest and shortest
@@ -733,13 +733,13 @@ async def test_supersede_across_processes_in_redis(stores):
         t = qs[i % 2].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
         tickets.append(t)
         tasks.append(asyncio.create_task(t.acquire()))
-        await wait_until(lambda: (t.grant and t.grant.rid) is not None)
+        await wait_until(lambda: (t.redis and t.redis.rid) is not None)
         if i:
             with pytest.raises(Superseded):
                 await asyncio.wait_for(tasks[i - 1], 10)  # told at once, while the slot is held
     other = qs[1].ticket(pred(0.1), RequestMeta(tenant="someone-else", supersede="buf"))
     other_task = asyncio.create_task(other.acquire())
-    await wait_until(lambda: (other.grant and other.grant.rid) is not None)
+    await wait_until(lambda: (other.redis and other.redis.rid) is not None)
     snap = await qs[0].snapshot()
     assert snap["waiting"] == 2 and snap["in_flight"] == 1 and running.state == "running"
     await running.arelease(5)

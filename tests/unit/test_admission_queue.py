@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core.admission._local import LocalAdmissionQueue, QueueEvents
 from sjf_core._errors import AdmissionRejected
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
@@ -39,7 +39,7 @@ async def settle():
 
 # ---- 2. exactly-once release -----------------------------------------------------------------
 async def test_exactly_once_release_on_every_path():
-    q = AdmissionQueue(slots=1, policy="sjf", lease_ttl_s=30)
+    q = LocalAdmissionQueue(slots=1, policy="sjf", lease_ttl_s=30)
     holder = q.ticket(pred(0.5))
     await holder.acquire()
 
@@ -93,7 +93,7 @@ async def test_exactly_once_release_on_every_path():
 
 
 async def test_release_from_another_thread_and_lease_expiry():
-    q = AdmissionQueue(slots=1, policy="sjf", lease_ttl_s=0.05)
+    q = LocalAdmissionQueue(slots=1, policy="sjf", lease_ttl_s=0.05)
     t1 = q.ticket(pred(0.5))
     await t1.acquire()
     t2 = q.ticket(pred(0.5))
@@ -111,7 +111,7 @@ async def test_release_from_another_thread_and_lease_expiry():
 
 # ---- 3. work-conserving ------------------------------------------------------------------------
 async def test_release_dispatches_the_next_waiter_at_once():
-    q = AdmissionQueue(slots=1, policy="sjf")
+    q = LocalAdmissionQueue(slots=1, policy="sjf")
     t1 = q.ticket(pred(0.5))
     await t1.acquire()
     t2 = q.ticket(pred(0.5))
@@ -126,7 +126,7 @@ async def test_release_dispatches_the_next_waiter_at_once():
 
 
 async def test_arrival_at_an_idle_queue_is_admitted_without_waiting():
-    q = AdmissionQueue(slots=2, policy="sjf", clock=Clock())
+    q = LocalAdmissionQueue(slots=2, policy="sjf", clock=Clock())
     t = q.ticket(pred(0.9))
     await t.acquire()
     assert t.state == "running" and t.wait_s == 0.0  # granted at the same clock instant
@@ -136,7 +136,7 @@ async def test_arrival_at_an_idle_queue_is_admitted_without_waiting():
 # ---- 4. τ bound, strict, on the live queue -----------------------------------------------------
 async def test_strict_tau_promotes_the_oldest_aged_waiter():
     clock = Clock()
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau=5.0, promotion="strict"), clock=clock)
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf", tau=5.0, promotion="strict"), clock=clock)
     holder = q.ticket(pred(0.5))
     await holder.acquire()
     order = []
@@ -175,7 +175,7 @@ async def test_unscored_and_broken_policy_degrade_to_fcfs(caplog):
         def on_enqueue(self, queue, entry):
             raise RuntimeError("listener bug")
 
-    q = AdmissionQueue(slots=1, policy=Exploding(tau="off"), listeners=[BadListener()])
+    q = LocalAdmissionQueue(slots=1, policy=Exploding(tau="off"), listeners=[BadListener()])
     holder = q.ticket(pred(0.5))
     with caplog.at_level(logging.ERROR, logger="sjf_core.admission._local"):
         await holder.acquire()
@@ -200,7 +200,7 @@ async def test_unscored_and_broken_policy_degrade_to_fcfs(caplog):
 
 # ---- 7. cancellation while queued --------------------------------------------------------------
 async def test_cancelled_waiter_leaves_at_once_and_never_runs():
-    q = AdmissionQueue(slots=1, policy="sjf")
+    q = LocalAdmissionQueue(slots=1, policy="sjf")
     holder = q.ticket(pred(0.5))
     await holder.acquire()
     ran = []
@@ -222,7 +222,7 @@ async def test_cancelled_waiter_leaves_at_once_and_never_runs():
 
 
 async def test_release_of_a_queued_ticket_withdraws_it():
-    q = AdmissionQueue(slots=1, policy="sjf")
+    q = LocalAdmissionQueue(slots=1, policy="sjf")
     holder = q.ticket(pred(0.5))
     await holder.acquire()
     t = q.ticket(pred(0.1))
@@ -240,7 +240,7 @@ async def test_release_of_a_queued_ticket_withdraws_it():
 # ---- deadlines and priority through the live queue -------------------------------------------
 async def test_priority_and_deadline_metadata_reach_the_order():
     clock = Clock()
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), clock=clock)
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), clock=clock)
     holder = q.ticket(pred(0.5))
     await holder.acquire()
     order = []
@@ -264,9 +264,9 @@ async def test_priority_and_deadline_metadata_reach_the_order():
 
 # ---- rate limit -----------------------------------------------------------------------------------
 async def test_rate_limit_spaces_dispatches_in_policy_order():
-    q = AdmissionQueue(slots=1, policy="sjf", rate_limit="1/s")
+    q = LocalAdmissionQueue(slots=1, policy="sjf", rate_limit="1/s")
     q.rate_limit = q.rate_limit.__class__(1, 0.2)  # one dispatch per 0.2 s keeps the test short
-    q._throttler = q.rate_limit.throttler()
+    q.grants.throttler = q.rate_limit.throttler()
     order, sent = [], []
     loop = asyncio.get_running_loop()
     holder = q.ticket(pred(0.5))
@@ -291,7 +291,7 @@ async def test_rate_limit_spaces_dispatches_in_policy_order():
 
 
 async def test_rejected_ticket_release_is_a_no_op():
-    q = AdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1})
+    q = LocalAdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 1})
     holder = q.ticket(pred(0.5))
     await holder.acquire()
     waiting = asyncio.create_task(q.ticket(pred(0.1)).acquire())
@@ -319,7 +319,7 @@ class Events(QueueEvents):
 
 async def test_lazy_scoring_skips_the_predictor_at_zero_contention():
     ev = Events()
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="3x"), listeners=[ev])
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf", tau="3x"), listeners=[ev])
     calls = []
     short_s = q.pending.service.by_predicted[0]
     t = q.ticket(scorer=lambda: (calls.append(1) or pred(0.9), None))
@@ -334,7 +334,7 @@ async def test_lazy_scoring_skips_the_predictor_at_zero_contention():
 
 
 async def test_lazy_scoring_scores_the_runner_and_newcomers_once_the_order_matters():
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="3x", promotion="fcfs-bound"))
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf", tau="3x", promotion="fcfs-bound"))
     calls = []
 
     def scorer(name, p_long):
@@ -365,7 +365,7 @@ async def test_lazy_scoring_scores_the_runner_and_newcomers_once_the_order_matte
 
 
 async def test_lazy_scoring_is_immediate_under_overload_control_and_a_broken_scorer_is_fcfs():
-    q = AdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 10})
+    q = LocalAdmissionQueue(slots=1, policy="sjf", overload={"max_queue_depth": 10})
     calls = []
     t = q.ticket(scorer=lambda: (calls.append(1) or pred(0.2), None))
     await t.acquire()
@@ -375,7 +375,7 @@ async def test_lazy_scoring_is_immediate_under_overload_control_and_a_broken_sco
     def broken():
         raise RuntimeError("scorer down")
 
-    q2 = AdmissionQueue(slots=1, policy="sjf")
+    q2 = LocalAdmissionQueue(slots=1, policy="sjf")
     a = q2.ticket(scorer=broken)
     await a.acquire()
     b = q2.ticket(scorer=broken)

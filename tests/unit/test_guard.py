@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from sjf_core.admission._local import AdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.policy._entry import LONG, SHORT
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS
 from sjf_core.policy._policies import make_policy
@@ -186,7 +186,7 @@ def test_bad_guard_options_raise(bad):
 async def test_live_queue_after_warm_up_and_idle_serves_the_held_burst_in_key_order():
     """The same through the asyncio AdmissionQueue, with real tasks: 100 requests served one
     at a time, a quiet pause, then a burst queued behind a held slot."""
-    q = AdmissionQueue(1, make_policy("sjf-tokens"), "warm")
+    q = LocalAdmissionQueue(1, make_policy("sjf-tokens"), "warm")
     for i in range(100):
         t = q.ticket(tokens_pred(40.0 if i % 3 else 500.0))
         await t.acquire()

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
 from sjf_core.policy._pending import PROMOTIONS, DRRPending, HeapPending
-from sjf_core.policy._policies import DEFAULT_PROMOTION, POLICIES, FairPolicy, Policy, RequestMeta, make_policy
+from sjf_core.config import DEFAULT_PROMOTION
+from sjf_core.policy._policies import POLICIES, FairPolicy, Policy, RequestMeta, make_policy
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.policy._tau import TauConfig, TauEstimator
 
@@ -104,7 +105,7 @@ def test_bad_options_raise(bad):
 def test_old_heap_pending_api_still_works():
     hp = HeapPending(TauEstimator(TauConfig.parse(5.0)), "one-in-k", 3)
     assert hp.promotion == "one-in-k" and hp.k == 3
-    assert HeapPending().promotion == "strict"
+    assert HeapPending().promotion == DEFAULT_PROMOTION  # the one default (tests/unit/test_defaults.py)
 
 
 # ---- invariant 4 ("strict") ------------------------------------------------------------------

@@ -219,7 +219,7 @@ def test_cli_predict_missing_model_fails_cleanly(tmp_path, capsys):
 def _v3_regressor(tmp_path, lexicon=None, calibration=None, name="v3.onnx"):
     import xgboost as xgb
 
-    from sjf_core.predict._features_v3 import LEXICON_COL, N_FEATURES_V3, extract_v3_many
+    from sjf_core.predict._features_lexicon import LEXICON_COL, N_FEATURES_V3, extract_v3_many
     from sjf_lab.train import export_onnx
 
     texts = [f"Write a {n}-word essay about topic {i}" if i % 2 else f"What is topic {i}?"
@@ -238,8 +238,9 @@ def _v3_regressor(tmp_path, lexicon=None, calibration=None, name="v3.onnx"):
 
 
 def test_v3_model_fills_the_lexicon_column_and_applies_the_calibration_map(tmp_path):
-    from sjf_core.predict._features_v3 import LEXICON_COL, extract_v3
-    from sjf_core.predict._lexicon import Lexicon, buckets_of, fit_lexicon
+    from sjf_core.predict._features_lexicon import LEXICON_COL, extract_v3
+    from sjf_core.predict._lexicon import Lexicon, buckets_of
+    from sjf_lab.lexicon_fit import fit_lexicon
     from sjf_core.predict._predictor import calibrated_log1p
 
     texts = ["What is tea?", "Write a 2000-word essay about tea", "What is salt?", "Write a long story about owls"]
@@ -312,7 +313,7 @@ def test_lexicon_c_accelerator_matches_python():
 
 def test_v3_length_targets_and_v2l_layout():
     from sjf_core.predict._features_v2 import extract_v2
-    from sjf_core.predict._features_v3 import FEATURE_NAMES_V3, extract_v3, length_targets
+    from sjf_core.predict._features_lexicon import FEATURE_NAMES_V3, extract_v3, length_targets
     from sjf_core.predict._layouts import get_layout
 
     t = length_targets("write a 2,000-word essay, then list 10 ideas in three sentences each")

@@ -30,7 +30,7 @@ def test_every_rule_is_a_strategy_and_serialises_every_wire_field(name):
     for method in [m for m in dir(PromotionStrategy) if not m.startswith("_")]:
         assert callable(getattr(s, method, None)) or method == "name", method
     wire = s.wire()
-    assert set(wire) == set(WIRE_DEFAULTS) and wire["promotion"] == name
+    assert set(wire) == {"promotion", *WIRE_DEFAULTS} and wire["promotion"] == name
 
 
 @pytest.mark.parametrize("option, rule", [({"horizon": 0}, "aging"), ({"k": 0}, "one-in-k"),

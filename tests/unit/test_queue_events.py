@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sjf_core.admission._events import QueueEvents
-from sjf_core.admission._local import AdmissionQueue, LocalAdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.predict._prediction import Prediction
 
 SHORT = Prediction.from_probs([1.0, 0.0, 0.0])
@@ -29,7 +29,7 @@ class Broken(QueueEvents):
 
 
 async def test_listeners_added_or_removed_later_are_honoured():
-    q = AdmissionQueue(slots=1)
+    q = LocalAdmissionQueue(slots=1)
     assert isinstance(q, LocalAdmissionQueue) and q.store == "local"
     first = Recorder()
     q.listeners.append(first)

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from sjf_core.admission._local import AdmissionQueue
+from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.policy._entry import SHORT
 from sjf_core._errors import Superseded
 from sjf_core.policy._fair_share import TenantPending
@@ -160,7 +160,7 @@ def test_priority_inputs_and_defaults():
 
 
 async def test_supersede_removes_the_queued_one_and_never_a_running_one():
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), fairness="user")
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), fairness="user")
     running = q.ticket(pred(0.1), RequestMeta(supersede="k", tenant="t1"))
     await running.acquire()
     t1 = q.ticket(pred(0.1), RequestMeta(supersede="k", tenant="t1"))
@@ -190,7 +190,7 @@ async def test_per_tenant_depth_and_wait_in_prometheus():
     from sjf_core.ext._metrics import PrometheusMetrics
 
     reg = CollectorRegistry()
-    q = AdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), fairness="user", name="http://b/v1",
+    q = LocalAdmissionQueue(slots=1, policy=make_policy("sjf", tau="off"), fairness="user", name="http://b/v1",
                        listeners=[PrometheusMetrics(reg)])
     first = q.ticket(pred(0.1), RequestMeta(tenant="aaaa"))
     await first.acquire()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sjf_core.predict._rank_metrics import class_accuracy, kendall_tau_b, ranking_accuracy
+from sjf_lab.rank_metrics import class_accuracy, kendall_tau_b, ranking_accuracy
 from sjf_lab.train_data import build_dataset, load_rows, prompt_key, split_of
 from sjf_lab.training_log import TrainingLogWriter, decode_features, encode_record
 

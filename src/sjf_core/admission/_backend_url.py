@@ -19,6 +19,7 @@ stripped of surrounding blanks and trailing slashes.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,8 +32,13 @@ __all__ = ["normalise", "LOOPBACK"]
 
 
 def normalise(url: Any) -> str:
-    """The queue key of a backend base URL (see the module docstring). Never raises."""
-    s = str(url if url is not None else "default").strip()
+    """The queue key of a backend base URL (see the module docstring). Never raises. Each
+    distinct URL text is parsed once per process (the keys are remembered)."""
+    return _normalised(str(url if url is not None else "default").strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(s: str) -> str:
     try:
         parts = urlsplit(s)
         scheme = parts.scheme.lower()

@@ -26,13 +26,18 @@ lifecycle (:class:`~sjf_core.admission._ticket.Ticket`) is one and the same.
   already admitted is never failed by the store.
 
 Every transition runs on the loop that owns the ticket; a release from another thread
-hops there (:meth:`Ticket._in_loop <sjf_core.admission._ticket.Ticket._in_loop>`).
-Constructing ``AdmissionQueue(...)`` itself gives the local store (as ``pathlib.Path``).
+hops there (:meth:`Ticket.in_loop <sjf_core.admission._ticket.Ticket.in_loop>`). Only the
+ticket writes its state (:mod:`sjf_core.admission._ticket`); a store calls its transitions.
+
+This module imports no store: :func:`sjf_core.admission._stores.make_queue` chooses one
+(what :class:`~sjf_core.Scheduler` uses), or construct
+:class:`~sjf_core.admission._local.LocalAdmissionQueue` /
+:class:`~sjf_core.admission._redis.RedisAdmissionQueue` directly.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from sjf_core.admission._events import Emitter, QueueEvents, QueueStats, emit_failed
 
@@ -42,6 +47,27 @@ if TYPE_CHECKING:
     from sjf_core.predict._prediction import Prediction
 
 
+class GrantPath(Protocol):
+    """How a store's waiters wait for a slot: a future per waiter locally
+    (:class:`~sjf_core.admission._future_grant.FutureGrants`), a ``BLPOP`` in Redis
+    (:class:`~sjf_core.admission._redis_grant.RedisGrants`). The ticket calls it."""
+
+    async def wait(self, t: "Ticket", timeout: float | None) -> None:
+        """Set ``t.loop``, take ``t`` through the door (:meth:`Ticket.enqueue
+        <sjf_core.admission._ticket.Ticket.enqueue>`, or defer / reject), then wait until it
+        holds a slot (:meth:`~sjf_core.admission._ticket.Ticket.grant`); on any raise, leave
+        it owning nothing. A ticket already used raises ``RuntimeError``."""
+
+    def withdraw(self, t: "Ticket") -> None:
+        """``t`` is waiting and its owner released it: make its ``acquire`` leave."""
+
+    def renew(self, t: "Ticket") -> None:
+        """Restart ``t``'s hold limit."""
+
+    async def settled(self, t: "Ticket") -> None:
+        """Wait until the store has processed ``t``'s release."""
+
+
 class AdmissionQueue:
     """The contract of one backend's admission queue (see the module docstring).
 
@@ -49,7 +75,8 @@ class AdmissionQueue:
     ``lease_ttl_s`` (float or None), ``clock`` (monotonic seconds), ``listeners``
     (:class:`~sjf_core.admission._events.QueueEvents`), ``stats``
     (:class:`~sjf_core.admission._events.QueueStats`), ``store`` ("local" or "redis"),
-    ``overload`` and ``rate_limit`` (None unless applied at this queue's door).
+    ``overload`` and ``rate_limit`` (None unless applied at this queue's door), ``grants``
+    (its :class:`GrantPath`).
     """
 
     store = "?"
@@ -62,14 +89,12 @@ class AdmissionQueue:
     stats: QueueStats
     overload: Any = None
     rate_limit: Any = None
+    grants: "GrantPath"
     _emitter: Emitter | None = None  # the listeners' methods per event, made on first use
 
-    def __new__(cls, *args, **kwargs):
-        if cls is AdmissionQueue:  # the contract itself: the default store
-            from sjf_core.admission._local import LocalAdmissionQueue
-
-            cls = LocalAdmissionQueue
-        return super().__new__(cls)
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise TypeError("AdmissionQueue is the contract; make a store with LocalAdmissionQueue(...), "
+                        "RedisAdmissionQueue(...) or sjf_core.admission._stores.make_queue(...)")
 
     # ---- what callers use -------------------------------------------------------------
     @property
@@ -125,25 +150,13 @@ class AdmissionQueue:
         raise NotImplementedError
 
     # ---- what the ticket asks of its store (called by Ticket only) --------------------
-    async def _grant(self, t: "Ticket", timeout: float | None) -> None:
-        """``t._start()`` (NEW → QUEUED), set ``t.loop``, then wait until ``t`` holds a slot;
-        on any raise, leave it owning nothing."""
+    def _free(self, t: "Ticket", answer_tokens: int | None, expired: bool) -> float:
+        """``t`` was just marked RELEASED (once): free its slot, count, learn; return its
+        service time (s). The ticket then emits on_complete and calls :meth:`_refill`."""
         raise NotImplementedError
 
-    def _withdraw(self, t: "Ticket") -> None:
-        """``t`` is waiting and its owner released it: make its ``acquire`` leave."""
-        raise NotImplementedError
-
-    def _finish(self, t: "Ticket", answer_tokens: int | None, expired: bool) -> None:
-        """``t`` was just marked RELEASED (once): free its slot, count, emit, dispatch."""
-        raise NotImplementedError
-
-    def _renew(self, t: "Ticket") -> None:
-        """Restart ``t``'s hold limit."""
-        raise NotImplementedError
-
-    async def _settled(self, t: "Ticket") -> None:
-        """Wait until the store has processed ``t``'s release (nothing to wait for here)."""
+    def _refill(self) -> None:
+        """Grant freed slots to waiters (work-conserving; a no-op where the server does it)."""
 
     def _emit(self, name: str, *args) -> None:
         """Notify the listeners of event ``name`` (one that raises is logged, never raised)."""

@@ -10,11 +10,11 @@ slots from the backend's :class:`~sjf_core.admission._ledger.SlotLedger`, the on
 of slots held in this process by every path, so a gated request never runs beside
 ``slots`` requests of the normal queue: the bound stays ``slots`` per backend.
 
-A :class:`GateTicket` has the interface adapters use of a
-:class:`~sjf_core.admission._ticket.Ticket`: ``acquire(timeout)``, ``release(tokens)``
-(exactly once, idempotent, thread-safe), ``arelease``, ``renew``, ``running``,
-``waiting``, ``finished``, ``entry`` (FCFS, unscored), ``queue`` (its :class:`Gate`), and
-a lease (``lease_ttl_s``) as the safety net of a lost release.
+A gated request holds the one :class:`~sjf_core.admission._ticket.Ticket` lifecycle (the
+same transitions, exactly-once release, cancellation) on its backend's :class:`Gate`, a
+store of the :class:`~sjf_core.admission._base.AdmissionQueue` contract whose grant path
+(:class:`LedgerGrants`) waits FIFO on the ledger; its entry is unscored (FCFS) and a lease
+(``lease_ttl_s``) is the safety net of a lost release.
 
 Each gated request is counted by kind (:func:`fault_kind`: ``store``, ``predictor``,
 ``memory``, ``internal``) in :attr:`LastResort.counts`, in ``sjf_fail_open_total{reason=
@@ -29,25 +29,29 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import threading
 import time
 import traceback
 from typing import Any, Callable
 
+from sjf_core._faults import describe, note_fault
 from sjf_core.admission._backend_url import normalise
+from sjf_core.admission._base import AdmissionQueue
+from sjf_core.admission._events import QueueStats
 from sjf_core.admission._ledger import SlotLedger
-from sjf_core.admission._ticket import FINISHED_STATES, WAITING_STATES, TicketState
+from sjf_core.admission._ticket import NEW, QUEUED, Ticket
+from sjf_core.ext._labels import backend_label
 from sjf_core.policy._entry import Entry
 
 log = logging.getLogger("sjf_core.admission._last_resort")
 
-__all__ = ["LastResort", "Gate", "GateTicket", "fault_kind", "KINDS"]
+__all__ = ["LastResort", "Gate", "LedgerGrants", "fault_kind", "KINDS"]
 
 #: Kinds of fault a gated request is counted under.
 KINDS = ("store", "predictor", "memory", "internal")
 #: A gate's counts in :meth:`LastResort.status` (each as ``gate_<name>``).
 GATE_COUNTS = ("in_flight", "granted", "released", "expired")
-_LOCK = threading.Lock()  # the RUNNING -> RELEASED step of every gate ticket
 _SEQ = itertools.count()
 
 
@@ -71,160 +75,136 @@ def fault_kind(exc: BaseException | None) -> str:
                     return "memory"
                 return "internal"
     except Exception:
-        pass
+        note_fault(log, "the kind of an admission fault could not be told; counted as internal")
     return "internal"
 
 
-def _where(exc: BaseException | None) -> str:
-    try:
-        fr = traceback.extract_tb(exc.__traceback__)[-1]
-        return f" at {fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}"
-    except Exception:
-        return ""
+class LedgerGrants:
+    """The gate's grant path (:class:`~sjf_core.admission._base.GrantPath`): FIFO on the
+    backend's ledger, the wait in a task of its own (so that ``release`` while waiting can
+    end it), and the gate's lease."""
 
+    __slots__ = ("gate", "_waits")
 
-class GateTicket:
-    """One request's slot at a :class:`Gate` (module contract). Made by :meth:`Gate.ticket`."""
+    def __init__(self, gate: "Gate"):
+        self.gate = gate
+        self._waits: dict[Ticket, asyncio.Task] = {}
 
-    __slots__ = ("queue", "kind", "entry", "state", "loop", "_lease", "_task", "__weakref__")
-
-    def __init__(self, gate: "Gate", kind: str):
-        self.queue = gate
-        self.kind = kind
-        self.entry = Entry(next(_SEQ), time.monotonic(), fallback=True)
-        self.entry.payload = self
-        self.state = TicketState.NEW
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._lease: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task | None = None  # the waiter, while QUEUED
-
-    running = property(lambda self: self.state is TicketState.RUNNING)
-    waiting = property(lambda self: self.state in WAITING_STATES)
-    finished = property(lambda self: self.state in FINISHED_STATES)
-
-    async def acquire(self, timeout: float | None = None) -> None:
-        """Wait in FIFO order for a unit of the backend's ledger.
-
-        Raises:
-            asyncio.TimeoutError / asyncio.CancelledError: the wait ended; nothing is held.
-            RuntimeError: the ticket was already used.
-        """
-        if self.state is not TicketState.NEW:
-            raise RuntimeError(f"ticket already {self.state}")
-        self.state = TicketState.QUEUED
-        self.loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
+    async def wait(self, t: Ticket, timeout: float | None) -> None:
+        """Wait in FIFO order for a unit of the backend's ledger (see :meth:`Ticket.acquire`)."""
+        if t.state is not NEW:
+            raise RuntimeError(f"ticket already {t.state}")
+        loop = t.loop = asyncio.get_running_loop()
+        t.enqueue()
+        task = self._waits[t] = loop.create_task(self.gate.ledger.take(timeout))
         try:
-            await self.queue.ledger.take(timeout)
+            await task
         except BaseException:
-            with _LOCK:
-                self.state = TicketState.CANCELLED
+            if t.waiting:
+                t.cancel(event=False)
             raise
         finally:
-            self._task = None
-        with _LOCK:
-            granted = self.state is TicketState.QUEUED  # else: released while waiting
-            if granted:
-                self.state = TicketState.RUNNING
-                self.queue.in_flight += 1
-                self.queue.granted += 1
-        if not granted:
-            self.queue.ledger.give()
+            self._waits.pop(t, None)
+        if t.state is not QUEUED:  # withdrawn as the unit came: pass it on
+            self.gate.ledger.give()
             raise asyncio.CancelledError()
-        self.entry.dispatched_at = time.monotonic()
-        self._arm()
+        self.gate.hold(t)
+        self.arm(t)
 
-    def release(self, answer_tokens: int | None = None) -> bool:
-        """Give the slot back once (True); later calls, or a ticket still waiting
-        (withdrawn: its ``acquire`` raises CancelledError), return False."""
-        with _LOCK:
-            state = self.state
-            if state is TicketState.RUNNING:
-                self.state = TicketState.RELEASED
-                self.queue.in_flight -= 1
-                self.queue.released += 1
-            elif state is TicketState.QUEUED:
-                self.state = TicketState.CANCELLED
-        if state is TicketState.QUEUED:
-            task = self._task
-            if task is not None:
-                self._in_loop(task.cancel)
-            return False
-        if state is not TicketState.RUNNING:
-            return False
-        self._in_loop(self._disarm)
-        self.queue.ledger.give()
-        return True
+    def withdraw(self, t: Ticket) -> None:
+        """Released while waiting: end the wait (``acquire`` raises CancelledError)."""
+        t.in_loop(self._end_wait, t)
 
-    async def arelease(self, answer_tokens: int | None = None) -> bool:
-        return self.release(answer_tokens)
+    def _end_wait(self, t: Ticket) -> None:
+        task = self._waits.get(t)
+        if task is not None and not task.done():
+            task.cancel()
+        elif t.waiting:
+            t.cancel(event=False)
 
-    def renew(self) -> None:
+    def renew(self, t: Ticket) -> None:
         """Restart the lease (``lease_ttl_s`` of the gate)."""
-        if self.state is TicketState.RUNNING:
-            self._in_loop(self._arm)
+        t.in_loop(self.arm, t)
 
-    def _arm(self) -> None:
-        self._disarm()
-        ttl = self.queue.lease_ttl_s
-        if ttl and self.state is TicketState.RUNNING and self.loop is not None:
-            self._lease = self.loop.call_later(ttl, self._expire)
+    async def settled(self, t: Ticket) -> None:
+        """Nothing to wait for: the unit is back when ``release`` returns on the ticket's loop."""
 
-    def _disarm(self) -> None:
-        if self._lease is not None:
-            self._lease.cancel()
-            self._lease = None
+    def arm(self, t: Ticket) -> None:
+        """(Re)start ``t``'s lease timer."""
+        self.disarm(t)
+        ttl = self.gate.lease_ttl_s
+        if ttl and t.running and t.loop is not None:
+            t._lease = t.loop.call_later(ttl, t.expire)
 
-    def _expire(self) -> None:
-        self._lease = None
-        if self.release(None):
-            self.queue.expired += 1
-            log.warning("last-resort gate: lease expired on backend %s; slot force-released", self.queue.label)
-
-    def _in_loop(self, fn) -> None:
-        loop = self.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is None or running is loop or loop.is_closed():
-            fn()
-        else:
-            loop.call_soon_threadsafe(fn)
-
-    async def __aenter__(self) -> "GateTicket":
-        await self.acquire()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self.release()
+    @staticmethod
+    def disarm(t: Ticket) -> None:
+        if t._lease is not None:
+            t._lease.cancel()
+            t._lease = None
 
 
-class Gate:
-    """The last-resort gate of one backend: FIFO on the backend's ledger."""
+class Gate(AdmissionQueue):
+    """The last-resort gate of one backend: an :class:`~sjf_core.admission._base.AdmissionQueue`
+    whose tickets (the one :class:`~sjf_core.admission._ticket.Ticket` lifecycle) wait FIFO
+    on the backend's ledger; unscored, no store, no listeners.
+
+    Attributes: ``in_flight`` (gate tickets holding a slot now), ``granted`` / ``released``
+    (slots granted and released, the lease's too), ``expired`` (leases that ran out),
+    ``label`` (the backend as a metrics label).
+    """
 
     store = "gate"
+    policy = None
 
     def __init__(self, name: str, ledger: SlotLedger, lease_ttl_s: float | None):
         self.name = name
         self.ledger = ledger
         self.lease_ttl_s = lease_ttl_s
-        self.in_flight = 0  # gate tickets holding a slot now
+        self.clock = time.monotonic
+        self.listeners: list = []
+        self.stats = QueueStats()
+        self._in_flight = 0
         self.granted = self.released = self.expired = 0  # released counts the lease's too
-        try:
-            from sjf_core.ext._labels import backend_label
-
-            self.label = backend_label(name)
-        except Exception:
-            self.label = "backend"
+        self.grants = LedgerGrants(self)
+        self.label = backend_label(name)
 
     @property
     def slots(self) -> int:
         return self.ledger.slots
 
     @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
     def waiting(self) -> int:
         return self.ledger.waiting
+
+    @property
+    def tau_s(self) -> float:
+        return math.inf  # FIFO: no starvation guard
+
+    def hold(self, t: Ticket) -> None:
+        """``t`` took a unit of the ledger: it holds a slot now."""
+        t.entry.dispatched_at = time.monotonic()
+        self._in_flight += 1
+        self.granted += 1
+        t.grant(t.entry.dispatched_at - t.entry.arrival)
+
+    def _scores_at_door(self) -> bool:
+        return False
+
+    def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
+        return Ticket(self, Entry(next(_SEQ), time.monotonic(), fallback=True))
+
+    def _free(self, t: Ticket, answer_tokens: int | None, expired: bool) -> float:
+        self.grants.disarm(t)
+        self._in_flight -= 1
+        self.released += 1
+        if expired:
+            self.expired += 1
+        self.ledger.give()
+        return time.monotonic() - t.entry.dispatched_at
 
 
 class LastResort:
@@ -258,6 +238,7 @@ class LastResort:
                     try:
                         slots = int(self.slots_for(key))
                     except Exception:
+                        note_fault(log, f"slots of backend {backend_label(key)} unknown; its gate holds 1")
                         slots = 1
                     led = self._ledgers[key] = SlotLedger(key, slots)
         return led
@@ -276,7 +257,7 @@ class LastResort:
                 g = self._gates.setdefault(key, Gate(key, led, self.lease_ttl_s))
         return g
 
-    def ticket(self, backend: Any, fault: BaseException | None = None) -> GateTicket:
+    def ticket(self, backend: Any, fault: BaseException | None = None) -> Ticket:
         """A gate ticket for one request whose admission failed with ``fault``: counted
         and logged (module contract). Never raises for a bad ``fault``."""
         kind = fault_kind(fault)
@@ -285,24 +266,25 @@ class LastResort:
             self.counts[kind] += 1
             first = kind not in self._logged
             self._logged.add(kind)
-        name = type(fault).__name__ if fault is not None else "?"
+        where = describe(fault)
         if first:
-            log.error("admission fault (%s: %s%s) on backend %s: the request waits at the last-resort gate "
+            log.error("admission fault (%s: %s) on backend %s: the request waits at the last-resort gate "
                       "(FIFO, %d slot(s) per backend, no predictor, no store); later %s faults are logged at DEBUG",
-                      kind, name, _where(fault), g.label, g.slots, kind)
+                      kind, where, g.label, g.slots, kind)
         else:
-            log.debug("admission fault (%s: %s%s) on backend %s: last-resort gate", kind, name, _where(fault), g.label)
+            log.debug("admission fault (%s: %s) on backend %s: last-resort gate", kind, where, g.label)
         for listener in list(self.listeners):
             fn = getattr(listener, "fail_open", None)
             if fn is not None:
                 try:
                     fn(g.name, f"gate_{kind}")
-                except Exception:
-                    pass
-        return GateTicket(g, kind)
+                except Exception:  # a metrics listener must never stop the gate
+                    note_fault(log, "a fail-open counter of the gate failed")
+        return g.ticket()
 
-    async def admit(self, backend: Any, fault: BaseException | None = None, timeout: float | None = None) -> GateTicket:
-        """:meth:`ticket`, then wait for its slot (raises as :meth:`GateTicket.acquire`)."""
+    async def admit(self, backend: Any, fault: BaseException | None = None, timeout: float | None = None) -> Ticket:
+        """:meth:`ticket`, then wait for its slot (raises as :meth:`Ticket.acquire
+        <sjf_core.admission._ticket.Ticket.acquire>`)."""
         t = self.ticket(backend, fault)
         await t.acquire(timeout)
         return t

@@ -166,11 +166,11 @@ def _call_in(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
 
 def _wake(queue: Any) -> None:
     """Let a local queue dispatch on its own loop (a unit was freed by another path)."""
-    loop = getattr(queue, "_loop", None)
+    loop = queue.loop
     if loop is None or loop.is_closed():
         return
     try:
-        loop.call_soon_threadsafe(queue._dispatch)
+        loop.call_soon_threadsafe(queue.wake)
     except RuntimeError:  # the loop closed meanwhile: nothing waits there any more
         pass
 
@@ -181,6 +181,6 @@ def attach_ledger(queue: Any, ledger: SlotLedger) -> None:
     queue.ledger = ledger
     local = getattr(queue, "local", None)
     for q in (queue, local):
-        if q is not None and hasattr(q, "_dispatch"):
+        if q is not None and hasattr(q, "wake"):
             q.ledger = ledger
             ledger.watch(q)

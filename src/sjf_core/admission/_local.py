@@ -1,20 +1,20 @@
-"""The in-process admission store (asyncio): slots, a future per waiter, work-conserving dispatch.
+"""The in-process admission store (asyncio): slots, the door, work-conserving dispatch.
 
 One :class:`LocalAdmissionQueue` per serial backend, implementing the
-:class:`~sjf_core.admission._base.AdmissionQueue` contract (``AdmissionQueue(...)`` makes
-one). Guarantees (DESIGN.md invariants): 1. never more than ``slots`` tickets running;
-2. each granted ticket is released exactly once (:class:`~sjf_core.admission._ticket.Ticket`;
-a lease time-to-live force-releases a ticket whose owner vanished); 3. work-conserving: a
-release or an arrival dispatches at once, no polling; 4. τ promotion
-(:mod:`sjf_core.policy._pending`); 7. a waiter cancelled or timed out while queued leaves
-the queue at once. Optional: overload control and supersede at the door
-(:mod:`sjf_core.admission._door`) and a maximum dispatch rate
-(:mod:`sjf_core.admission._ratelimit`, applied after the slot is granted in policy order).
+:class:`~sjf_core.admission._base.AdmissionQueue` contract. Guarantees (DESIGN.md
+invariants): 1. never more than ``slots`` tickets running; 2. each granted ticket is released
+exactly once (:class:`~sjf_core.admission._ticket.Ticket`; a hold limit force-releases a
+ticket whose owner vanished); 3. work-conserving: a release or an arrival dispatches at once,
+no polling; 4. τ promotion (:mod:`sjf_core.policy._pending`); 7. a waiter cancelled or timed
+out while queued leaves the queue at once. Its collaborators: the door
+(:class:`~sjf_core.admission._door.Door`: supersede, overload control) and the grant path
+(:class:`~sjf_core.admission._future_grant.FutureGrants`: a future per waiter, the dispatch
+rate limit of :mod:`sjf_core.admission._ratelimit`, applied after the slot is granted in
+policy order, and the hold limit).
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import math
@@ -22,8 +22,9 @@ import time
 from typing import Callable
 
 from sjf_core.admission._base import AdmissionQueue
-from sjf_core.admission._door import _Door
+from sjf_core.admission._door import Door
 from sjf_core.admission._events import QueueEvents, QueueStats
+from sjf_core.admission._future_grant import FutureGrants
 from sjf_core.admission._overload import OverloadConfig, OverloadControl
 from sjf_core.admission._ratelimit import RateLimit
 from sjf_core.admission._ticket import DEFERRED, NEW, QUEUED, RUNNING, Ticket, TicketState
@@ -31,10 +32,9 @@ from sjf_core.policy._entry import Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, make_policy
 
 log = logging.getLogger("sjf_core.admission._local")
-_get_running_loop = asyncio.get_running_loop
 
 
-class LocalAdmissionQueue(_Door, AdmissionQueue):
+class LocalAdmissionQueue(AdmissionQueue):
     """Admission queue of one backend, in this process.
 
     Args:
@@ -97,13 +97,11 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
             self.pending = TenantPending(self._tenant_pending, self.fairness.weight)
         else:
             self.pending = self.policy.new_pending()
-        self._supersede: dict[tuple, Ticket] = {}
         if hasattr(self.pending, "slots"):
             self.pending.slots = self.slots  # "fcfs-bound" runs a virtual FCFS schedule on them
         self.stats = QueueStats()
         self._in_flight = 0
         self._seq = itertools.count()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._running: set[Ticket] = set()
         cfg = OverloadConfig.parse(overload)
         service = getattr(self.pending, "service", None)
@@ -117,9 +115,10 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         else:
             self.overload = None
         self.rate_limit = RateLimit.parse(rate_limit)
-        self._throttler = self.rate_limit.throttler() if self.rate_limit is not None else None
-        self._deferred: list[Ticket] = []
-        self._waking = False
+        #: the grant path: a future per waiter, the rate limit, the hold limit
+        self.grants = FutureGrants(self, self.rate_limit.throttler() if self.rate_limit is not None else None)
+        #: the door: supersede, overload verdicts, deferral, rejection
+        self.door = Door(self)
 
     def _tenant_pending(self, tau, service):
         """One tenant's sub-structure: the policy's own, sharing ``tau`` and ``service``."""
@@ -131,6 +130,16 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         return p
 
     # ---- introspection -------------------------------------------------------------
+    @property
+    def loop(self):
+        """The event loop this queue grants on (None before the first ``acquire``)."""
+        return self.grants.loop
+
+    def wake(self) -> None:
+        """Grant waiters now if there is room: the backend's ledger freed a unit on another
+        path (call it on :attr:`loop`)."""
+        self._dispatch()
+
     @property
     def in_flight(self) -> int:
         """Tickets holding a slot now."""
@@ -151,84 +160,104 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
         return self.overload is not None or self.rate_limit is not None
 
     def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
-        entry = self.policy.make_entry(next(self._seq), self.clock() if arrival is None else float(arrival),
-                                       prediction, meta)
-        t = Ticket(self, entry)
+        # make_entry inlined (hot path)
+        t = Ticket(self, self.policy.make_entry(next(self._seq), self.clock() if arrival is None else float(arrival),
+                                                prediction, meta))
         if scorer is not None:
+            entry = t.entry
             entry.fallback = False
             entry.scored = False  # not yet: see _score
             t._scorer = scorer
         return t
 
-    def _make_entry(self, prediction, meta, arrival) -> Entry:
+    def make_entry(self, prediction, meta, arrival: float | None = None) -> Entry:
+        """The policy's :class:`~sjf_core.policy._entry.Entry` of one request on this queue:
+        the next arrival sequence number, ``arrival`` (this queue's clock; default now), the
+        key of ``prediction`` and ``meta`` (unscored when None). Never raises (fail-open)."""
         now = self.clock() if arrival is None else float(arrival)
         return self.policy.make_entry(next(self._seq), now, prediction, meta)
 
-    # ---- the contract: grant, withdraw, finish ----------------------------------------
-    async def _grant(self, t: Ticket, timeout: float | None) -> None:
-        if t.state is not NEW:  # Ticket._start, inlined (hot path)
-            raise RuntimeError(f"ticket already {t.state}")
-        t.state = QUEUED
-        loop = _get_running_loop()
-        # Rebind when idle: tests and CLIs may run several event loops in turn.
-        if self._loop is not loop and (self._loop is None or self._loop.is_closed()
-                                       or (self._in_flight == 0 and len(self.pending) == 0)):
-            self._loop = loop
-        loop = t.loop = self._loop
-        fut = t._fut = loop.create_future()
-        throttled = self._throttler is not None
-        started = loop.time() if throttled else 0.0
-        self._submit(t)
+    # ---- the contract: free a slot, refill -------------------------------------------------
+    def _free(self, t: Ticket, answer_tokens: int | None, expired: bool = False) -> float:
+        self.grants.disarm(t)
+        self._in_flight -= 1
+        self._running.discard(t)
+        stats, entry = self.stats, t.entry
+        stats.released += 1
+        if expired:
+            stats.expired += 1
+        service_s = self.clock() - entry.dispatched_at
+        true_class = class_of_tokens(answer_tokens) if answer_tokens is not None and answer_tokens >= 0 else None
+        if self.overload is not None:
+            self.overload.finished(entry)
+        t._scorer = None  # if it ran alone, never scored: nothing to score it for now
         try:
-            if fut.done():
-                fut.result()  # raises AdmissionRejected when refused
-            elif timeout is None:
-                await fut
-            else:
-                await asyncio.wait_for(asyncio.shield(fut), timeout)
-            if throttled and t.state is RUNNING:
-                left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
-                await asyncio.wait_for(self._throttler.acquire(), left)
-                t.entry.dispatched_at = self.clock()  # service is measured from the send
-                self._arm_lease(t)
-        except BaseException:
-            self._abandon(t)
-            raise
+            self.pending.observe(entry, service_s, true_class, answer_tokens)
+        except Exception:
+            log.exception("policy observe failed")
+        return service_s
 
-    def _withdraw(self, t: Ticket) -> None:
-        t._in_loop(self._abandon, t)
+    def _refill(self) -> None:
+        if self.ledger is not None:  # the freed unit: to a waiter of another path, or back
+            self.ledger.give(self)
+        self._dispatch()
 
-    def _renew(self, t: Ticket) -> None:
-        t._in_loop(self._arm_lease, t)
+    # ---- what the door and the grant path use (DoorHost, FutureHost) -----------------------
+    def submit(self, t: Ticket) -> None:
+        """Take a NEW ticket through the door. When it would wait, the order matters now:
+        score it, and any request running unscored, first."""
+        if (self._in_flight >= self.slots or len(self.pending) or self.door.deferred or self.overload is not None
+                or self.rate_limit is not None):  # it would not be granted at once
+            if t._scorer is not None:
+                self._score(t)
+            if self._running:
+                for r in tuple(self._running):  # at most `slots` tickets
+                    if r._scorer is not None:
+                        self._score(r)
+        if t.entry.supersede is None and self.overload is None:
+            self.enqueue(t)  # nothing for the door to do (hot path)
+        else:
+            self.door.admit(t)
 
-    def _abandon(self, t: Ticket) -> None:
-        """The waiter went away: leave the queue, or hand back a slot granted meanwhile."""
-        fut = t._fut
-        if fut is not None and fut.done() and not fut.cancelled() and t.state is RUNNING:
-            t.release()
-            return
-        if fut is not None and not fut.done():
-            fut.cancel()
-        if t.state is DEFERRED:
-            self._cancel_deferred(t)
-        elif t.state is QUEUED:
-            t.state = TicketState.CANCELLED
+    def enqueue(self, t: Ticket) -> None:
+        """Put an admitted (NEW or deferred) ticket in the pending structure; dispatch."""
+        stats, entry = self.stats, t.entry
+        stats.enqueued += 1
+        if entry.fallback:
+            stats.fallback += 1
+        pending = self.pending
+        pending.push(entry)
+        if self.overload is not None:
+            self.overload.enqueued(entry)
+        n = len(pending)
+        if n > stats.max_waiting:
+            stats.max_waiting = n
+        t.enqueue()
+        if self._in_flight < self.slots or self.door.deferred:
+            self._dispatch()
+
+    def fail(self, t: Ticket, exc: BaseException) -> None:
+        """Make ``t``'s ``acquire`` raise ``exc``."""
+        self.grants.fail(t, exc)
+
+    def leave(self, t: Ticket) -> None:
+        """A waiting ticket's owner went away: out of the queue or the door, at once."""
+        state = t.state
+        if state is DEFERRED:
+            self.door.cancel_deferred(t)
+        elif state is QUEUED:
             if t.entry.supersede is not None:
-                self._forget_supersede(t)
+                self.door.forget(t)
             if self.pending.remove(t.entry):
                 self.stats.cancelled += 1
                 if self.overload is not None:
                     self.overload.left(t.entry)
-                self._emit("on_cancel", t.entry)
-                self._wake_deferred()
-
-    def _arm_lease(self, t: Ticket) -> None:
-        if t._lease is not None:
-            t._lease.cancel()
-            t._lease = None
-        ttl = self.lease_ttl_s
-        if ttl and t.state is RUNNING and self._loop is not None:
-            t._lease = self._loop.call_later(ttl, t._expire)
+                t.cancel()
+                self.door.wake()
+            else:
+                t.cancel(event=False)
+        elif state is NEW:
+            t.cancel(event=False)
 
     # ---- internals ------------------------------------------------------------------
     def _score(self, t: Ticket) -> None:
@@ -255,25 +284,9 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
             if rescored is not None and t.state is RUNNING:
                 rescored(e)
 
-    def _enqueue(self, t: Ticket) -> None:
-        stats, entry = self.stats, t.entry
-        stats.enqueued += 1
-        if entry.fallback:
-            stats.fallback += 1
-        pending = self.pending
-        pending.push(entry)
-        if self.overload is not None:
-            self.overload.enqueued(entry)
-        n = len(pending)
-        if n > stats.max_waiting:
-            stats.max_waiting = n
-        self._emit("on_enqueue", entry)
-        if self._in_flight < self.slots or self._deferred:
-            self._dispatch()
-
     def _dispatch(self) -> None:
         """Grant free slots to waiters (work-conserving, invariant 3)."""
-        pending, stats, ledger = self.pending, self.stats, self.ledger
+        pending, stats, grants, ledger = self.pending, self.stats, self.grants, self.ledger
         reserved = False  # a unit of the ledger taken for the next grant
         while self._in_flight < self.slots and len(pending):
             if ledger is not None and not reserved:
@@ -285,8 +298,7 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
             if entry is None:
                 break
             t: Ticket = entry.payload
-            fut = t._fut
-            if fut is None or fut.done():  # cancelled while being popped
+            if grants.gone(t):  # cancelled while being popped
                 continue
             reserved = False
             self._in_flight += 1
@@ -297,43 +309,16 @@ class LocalAdmissionQueue(_Door, AdmissionQueue):
                 stats.max_in_flight = self._in_flight
             entry.dispatched_at = now
             if entry.supersede is not None:
-                self._forget_supersede(t)
-            t.state = RUNNING
+                self.door.forget(t)
             self._running.add(t)
             if self.overload is not None:
                 self.overload.dispatched(entry, now)
-            if self.lease_ttl_s:
-                self._arm_lease(t)
-            fut.set_result(True)
-            self._emit("on_dispatch", entry, now - entry.arrival)
+            t.grant(now - entry.arrival)
+            grants.wake(t)
         if reserved:
             ledger.give(self)
-        if self._deferred:
-            self._wake_deferred()
-
-    def _finish(self, t: Ticket, answer_tokens: int | None, expired: bool = False) -> None:
-        if t._lease is not None:
-            t._lease.cancel()
-            t._lease = None
-        self._in_flight -= 1
-        self._running.discard(t)
-        stats, entry = self.stats, t.entry
-        stats.released += 1
-        if expired:
-            stats.expired += 1
-        service_s = self.clock() - entry.dispatched_at
-        true_class = class_of_tokens(answer_tokens) if answer_tokens is not None and answer_tokens >= 0 else None
-        if self.overload is not None:
-            self.overload.finished(entry)
-        t._scorer = None  # if it ran alone, never scored: nothing to score it for now
-        try:
-            self.pending.observe(entry, service_s, true_class, answer_tokens)
-        except Exception:
-            log.exception("policy observe failed")
-        self._emit("on_complete", entry, service_s, answer_tokens)
-        if self.ledger is not None:
-            self.ledger.give(self)
-        self._dispatch()
+        if self.door.deferred:
+            self.door.wake()
 
 
 __all__ = ["AdmissionQueue", "LocalAdmissionQueue", "QueueEvents", "QueueStats", "Ticket", "TicketState"]

@@ -29,9 +29,14 @@ when a retry can prove it idle.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from typing import Any, Awaitable, Callable
+
+from sjf_core._faults import note_fault
+
+log = logging.getLogger("sjf_core.admission._orphan_hold")
 
 __all__ = ["hold_until_idle", "orphan_deadline", "DEFAULT_TOKENS", "DEFAULT_S_PER_TOKEN", "MAX_BACKOFF_S"]
 
@@ -74,7 +79,8 @@ def orphan_deadline(ticket: Any, max_tokens: Any = None, tokens_per_s: Any = Non
         start = float(e.dispatched_at)
         start = start if math.isfinite(start) else now
         return max(now, start + tokens * spt)
-    except Exception:
+    except Exception:  # a ticket without an entry: the default estimate, from now
+        note_fault(log, "the orphan's estimate could not be read; the default one is used", level=logging.DEBUG)
         return now + DEFAULT_TOKENS * DEFAULT_S_PER_TOKEN
 
 

@@ -44,6 +44,9 @@ import logging
 import threading
 from typing import Any, Awaitable, Callable, Mapping
 
+from sjf_core._faults import note_fault
+from sjf_core.ext._labels import backend_label
+
 log = logging.getLogger("sjf_core.admission._probe")
 
 #: Header that marks our probe requests (a backend or emulator may count them apart).
@@ -52,11 +55,7 @@ PROBE_HEADER = "x-sjf-probe"
 PROBE_PROMPT = "."
 OUTCOMES = ("sent", "ok", "timeout", "error", "unreachable", "shared", "retry", "estimate")
 
-__all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT",
-           "OLLAMA_PROVIDERS"]
-
-#: LiteLLM providers that speak Ollama's native API.
-OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
+__all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT"]
 
 
 class ProbeGate:
@@ -83,7 +82,7 @@ class ProbeGate:
 
             count_probe(self.key, outcome)
         except Exception:  # prometheus-client missing: the counters above still count
-            pass
+            note_fault(log, "probe metric not recorded", level=logging.DEBUG)
 
     def count_estimate(self) -> None:
         """Count a slot released by the estimate after failed probes."""
@@ -115,7 +114,8 @@ class ProbeGate:
             return False
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # the probe's own outcome is counted by _run; a waiter's error only here
+            note_fault(log, f"waiting for the idle probe of backend {_label(self.key)} failed; no probe result")
             return False
 
     async def _run(self, send, timeout_s: float, fut: concurrent.futures.Future, retry: bool = False) -> None:
@@ -174,12 +174,7 @@ def could_not_connect(exc: BaseException) -> bool:
 
 
 def _label(key: str) -> str:
-    try:
-        from sjf_core.ext._metrics import backend_label
-
-        return backend_label(key)
-    except Exception:
-        return "backend"
+    return backend_label(key)  # never raises
 
 
 _gates: dict[str, ProbeGate] = {}

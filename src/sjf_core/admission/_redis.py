@@ -5,9 +5,11 @@ process; with in-process queues a serial backend then gets up to N requests at o
 order is lost. :class:`RedisAdmissionQueue` keeps the queue in Redis instead. It implements
 the :class:`~sjf_core.admission._base.AdmissionQueue` contract with the same
 :class:`~sjf_core.admission._ticket.Ticket` lifecycle as the local queue and the same
-:class:`~sjf_core.policy._policies.Policy` objects; only the grant differs (a ``BLPOP``,
-:mod:`sjf_core.admission._redis_grant`). Waiters and leases are renewed by a batched
-heartbeat (:mod:`sjf_core.admission._redis_heartbeat`); scripts, keys and clients are in
+:class:`~sjf_core.policy._policies.Policy` objects; only the grant differs. Two collaborators,
+given this store as their host (:class:`~sjf_core.admission._redis_wire.RedisHost`): the grant
+path (:class:`~sjf_core.admission._redis_grant.RedisGrants`: enqueue script, ``BLPOP``,
+release script) and the heartbeat (:class:`~sjf_core.admission._redis_heartbeat.Heartbeat`:
+renews waiters and leases in one batched call); scripts, keys and clients are in
 :mod:`sjf_core.admission._redis_wire`, settings in :mod:`sjf_core.admission._redis_config`.
 The data model (sorted sets, fenced leases, wake lists, τ and service statistics kept on
 Redis server time) is described in ``docs/redis.md``.
@@ -36,18 +38,19 @@ from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._redis_config import SUPPORTED_PROMOTIONS, ServerPolicy, policy_server_args, redis_config
-from sjf_core.admission._redis_grant import RedisGrant, _RedisGrants
-from sjf_core.admission._redis_heartbeat import _Heartbeat
+from sjf_core.admission._redis_grant import RedisGrant, RedisGrants
+from sjf_core.admission._redis_heartbeat import Heartbeat
 from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, FAIL_MODES, OWNER, RedisQueueStats,
                                             RedisUnavailable, _LoopState, hash_tag, lua_sources, redis_errors)
 from sjf_core.admission._ticket import Ticket
 from sjf_core.policy._entry import class_of_tokens
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN
 from sjf_core.policy._policies import Policy, make_policy
+from sjf_core._faults import note_fault
 
 log = logging.getLogger("sjf_core.admission._redis")
 
-class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
+class RedisAdmissionQueue(AdmissionQueue):
     """Admission queue of one backend, shared through Redis by every process that uses it.
 
     Args:
@@ -138,12 +141,12 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
         self.local = LocalAdmissionQueue(self.slots, self.policy, name, lease_ttl_s, clock, **dict(local_options or {}))
         self._loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        self._down = False
-        self._retry_at = 0.0
-        self._in_flight = 0
-        self._waiting = 0
+        self._down, self._retry_at = False, 0.0
+        self._in_flight = self._waiting = 0
         self._tau_s = self.local.tau_s  # the configured initial τ, until Redis reports
-        self._errors = redis_errors()
+        self.redis_errors = redis_errors()  # the exception types that mean "Redis is unusable"
+        self.heartbeat = Heartbeat(self)  # renews this process's waiters and leases
+        self.grants = RedisGrants(self, self.heartbeat)  # enqueue, BLPOP, release
 
     # ---- introspection -------------------------------------------------------------
     @property
@@ -185,8 +188,8 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
         Raises:
             redis.exceptions.RedisError: Redis is unreachable.
         """
-        ls = self._state()
-        r = await self._run(ls, "stats", [])
+        ls = self.loop_state()
+        r = await self.run(ls, "stats", [])
         out: dict[str, Any] = {
             "in_flight": int(r[0]), "waiting": int(r[1]), "tau_s": float(r[2]),
             "epoch": r[4], "mean_short_service_s": float(r[5]),
@@ -224,7 +227,7 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
     def _new_ticket(self, prediction, meta, arrival, scorer) -> Ticket:
         # ``arrival`` is on this process's clock; it is sent to Redis as an age, so the
         # hosts' clocks need not agree
-        return Ticket(self, self.local._make_entry(prediction, meta, arrival))
+        return Ticket(self, self.local.make_entry(prediction, meta, arrival))
 
     async def aclose(self) -> None:
         """Close this process's Redis connections for the running loop (tickets still
@@ -239,16 +242,16 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
         for c in {id(ls.fast): ls.fast, id(ls.blocking): ls.blocking}.values():
             try:
                 await c.aclose()
-            except Exception:
-                pass
+            except Exception:  # closing only: nothing depends on it
+                note_fault(log, f"a Redis client of backend {self.name} did not close cleanly", level=logging.DEBUG)
 
-
-
-    def _state(self) -> _LoopState:
+    # ---- what the grant path and the heartbeat use (RedisHost) ----------------------------
+    def loop_state(self) -> _LoopState:
+        """The running loop's clients, scripts and live tickets (made on first use)."""
         loop = asyncio.get_running_loop()
         ls = self._loops.get(loop)
         if ls is None:
-            ls = _LoopState(self, loop)
+            ls = _LoopState(self._redis, self.op_timeout_s, self.waiter_ttl_s, loop)
             self._loops[loop] = ls
         return ls
 
@@ -259,10 +262,11 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
                 *a.service_seeds, a.service_alpha, a.slowdown, a.work_slack,
                 "" if a.max_wait_s is None else a.max_wait_s, REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, *extra]
 
-    async def _run(self, ls: _LoopState, name: str, extra: list) -> list:
+    async def run(self, ls: _LoopState, name: str, extra: list) -> list:
+        """Run script ``name`` with this queue's keys and arguments, then ``extra``; its reply."""
         return await ls.scripts[name](keys=self.keys, args=self._args(extra))
 
-    def _summary(self, r: list, at: int, ls: _LoopState | None = None) -> None:
+    def summary(self, r: list, at: int, ls: _LoopState | None = None) -> None:
         """Record (in_flight, waiting, tau, next lease expiry) from a script reply. If a lease
         expires before the heartbeat's next wake, wake it then (to reap a dead holder on time)."""
         self._in_flight, self._waiting = int(r[at]), int(r[at + 1])
@@ -271,6 +275,17 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
             ls.expiry_at = self.clock() + float(r[at + 3])
             if ls.hb_task is not None and ls.expiry_at < ls.hb_wake_at:
                 ls.hb_kick.set()
+
+    # ---- the contract: free a slot ------------------------------------------------------
+    def _free(self, t: Ticket, answer_tokens: int | None, expired: bool) -> float:
+        self.stats.released += 1
+        if expired:
+            self.stats.expired += 1
+        service_s = self.clock() - t.entry.dispatched_at
+        if t.mode != "local":
+            self._observe(t.entry, service_s, answer_tokens)
+        self.grants.release(t, answer_tokens)
+        return service_s
 
     def _observe(self, entry, service_s: float, answer_tokens) -> None:
         """Feed this process's service statistics (deadlines, fail-open queue)."""
@@ -286,10 +301,12 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
             log.exception("policy observe failed")
 
     # ---- internals: availability --------------------------------------------------------
-    def _should_try_redis(self) -> bool:
+    def should_try_redis(self) -> bool:
+        """False while Redis is marked down and ``retry_s`` has not passed."""
         return not self._down or self.clock() >= self._retry_at
 
-    def _mark_down(self, exc: BaseException) -> None:
+    def mark_down(self, exc: BaseException) -> None:
+        """A Redis call failed: count it, and on the first failure log the fail mode in effect."""
         self.stats.redis_errors += 1
         with self._lock:
             self._retry_at = self.clock() + self.retry_s
@@ -302,7 +319,8 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
             what = "fail-closed: refusing new requests"
         log.warning("Redis admission store unreachable for backend %s (%s); %s", self.name, type(exc).__name__, what)
 
-    def _mark_up(self) -> None:
+    def mark_up(self) -> None:
+        """A Redis call succeeded: log the recovery once."""
         with self._lock:
             if not self._down:
                 return
@@ -310,7 +328,6 @@ class RedisAdmissionQueue(_RedisGrants, _Heartbeat, AdmissionQueue):
         log.warning("Redis admission store reachable again for backend %s; shared queue resumed", self.name)
 
 
-
-__all__ = ["RedisAdmissionQueue", "RedisGrant", "RedisUnavailable", "RedisQueueStats", "policy_server_args",
+__all__ = ["RedisAdmissionQueue", "RedisGrant", "RedisGrants", "Heartbeat", "RedisUnavailable", "RedisQueueStats", "policy_server_args",
            "redis_config", "ServerPolicy", "OWNER",
            "hash_tag", "lua_sources", "SUPPORTED_PROMOTIONS", "FAIL_MODES"]

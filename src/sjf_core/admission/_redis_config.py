@@ -84,7 +84,7 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
     return ServerPolicy(
         tau_mode=c.mode, tau_value=float(value), initial_short_s=float(c.initial_short_service_s),
         alpha=float(c.ewma_alpha), service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
-        service_alpha=float(pending.service.alpha), **{f: wire[f] for f in WIRE_DEFAULTS},
+        service_alpha=float(pending.service.alpha), promotion=promotion, **{f: wire[f] for f in WIRE_DEFAULTS},
     )
 
 

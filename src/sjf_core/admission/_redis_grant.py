@@ -1,7 +1,10 @@
 """How the Redis store grants and frees a slot: enqueue script, ``BLPOP``, release script.
 
-A mixin of :class:`~sjf_core.admission._redis.RedisAdmissionQueue`; the ticket lifecycle
-itself is :class:`~sjf_core.admission._ticket.Ticket`. A waiter runs the enqueue script
+:class:`RedisGrants` is the Redis store's :class:`~sjf_core.admission._base.GrantPath`, a
+collaborator of :class:`~sjf_core.admission._redis.RedisAdmissionQueue` given its host
+(:class:`~sjf_core.admission._redis_wire.RedisHost`) and heartbeat
+(:class:`~sjf_core.admission._redis_heartbeat.Heartbeat`); the ticket lifecycle itself is
+:class:`~sjf_core.admission._ticket.Ticket`. A waiter runs the enqueue script
 (granted at once if a slot is free), else blocks in ``BLPOP`` on its own wake list, into
 which the dispatching script pushes the grant ("<fence> <dispatched> <promoted>
 <in_flight> [<work>]") or "gone" / "superseded". A grant is state in Redis, the list
@@ -16,10 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from typing import TYPE_CHECKING
+
 from sjf_core._errors import Superseded
 from sjf_core.admission._redis_wire import OWNER, RedisUnavailable, _LoopState
-from sjf_core.admission._ticket import QUEUED, RUNNING, Ticket, TicketState
+from sjf_core.admission._ticket import NEW, QUEUED, RUNNING, Ticket
 from sjf_core.policy._entry import class_of_tokens
+from sjf_core._faults import note_fault
+
+if TYPE_CHECKING:
+    from sjf_core.admission._redis_heartbeat import Heartbeat
+    from sjf_core.admission._redis_wire import RedisHost
 
 log = logging.getLogger("sjf_core.admission._redis")
 
@@ -49,13 +59,31 @@ class RedisGrant:
         self.unit = False  # it holds a unit of the backend's in-process ledger (_ledger.py)
 
 
-class _RedisGrants:
-    """Grant and release methods of the Redis store (see the module docstring)."""
+class RedisGrants:
+    """The Redis grant path (see the module docstring).
 
-    # ---- the contract ---------------------------------------------------------------------
-    async def _grant(self, t: Ticket, timeout: float | None) -> None:
-        t._start()
-        g = t.grant = RedisGrant(self._state())
+    Args:
+        host: the store. heartbeat: its heartbeat (renews waiters and holders; asked for a
+            waiter's status when its ``BLPOP`` times out).
+    """
+
+    __slots__ = ("host", "heartbeat")
+
+    def __init__(self, host: "RedisHost", heartbeat: "Heartbeat"):
+        self.host = host
+        self.heartbeat = heartbeat
+
+    # ---- the GrantPath ----------------------------------------------------------------------
+    async def wait(self, t: Ticket, timeout: float | None) -> None:
+        """Wait until ``t`` holds a slot (see :meth:`~sjf_core.admission._ticket.Ticket.acquire`)."""
+        host = self.host
+        if t.state is not NEW:
+            raise RuntimeError(f"ticket already {t.state}")
+        host.stats.enqueued += 1
+        if t.entry.fallback:
+            host.stats.fallback += 1
+        t.enqueue()
+        g = t.redis = RedisGrant(host.loop_state())
         t.loop = g.ls.loop
         # A task of its own, so that release() while queued can cancel the wait.
         g.acq_task = g.ls.loop.create_task(self._acquire(t))
@@ -65,43 +93,45 @@ class _RedisGrants:
             else:
                 await asyncio.wait_for(g.acq_task, timeout)
         except BaseException:
-            cleanup = g.ls.spawn(self._abandon(t))
+            cleanup = g.ls.spawn(self.abandon(t))
             try:
                 await asyncio.shield(cleanup)
-            except BaseException:
+            except asyncio.CancelledError:  # cancelled again while cleaning up: the cleanup goes on
                 pass
+            except Exception:
+                note_fault(log, f"leaving the Redis queue of backend {host.name} failed; its waiter TTL cleans up")
             raise
 
-    def _withdraw(self, t: Ticket) -> None:
-        if t.grant is not None and t.grant.acq_task is not None:  # acquire() raises CancelledError and leaves
-            t._in_loop(t.grant.acq_task.cancel)
+    def withdraw(self, t: Ticket) -> None:
+        """``t`` is waiting and its owner released it: ``acquire`` raises CancelledError and leaves."""
+        if t.redis is not None and t.redis.acq_task is not None:
+            t.in_loop(t.redis.acq_task.cancel)
 
-    def _renew(self, t: Ticket) -> None:
+    def renew(self, t: Ticket) -> None:
+        """Restart ``t``'s hold limit (``lease_ttl_s``; enforced by the heartbeat)."""
+        host = self.host
         if t.mode == "local":
-            t.grant.delegate.renew()
-        elif self.lease_ttl_s:
-            t.grant.hold_deadline = self.clock() + float(self.lease_ttl_s)
+            t.redis.delegate.renew()
+        elif host.lease_ttl_s:
+            t.redis.hold_deadline = host.clock() + float(host.lease_ttl_s)
 
-    async def _settled(self, t: Ticket) -> None:
-        task = t.grant.release_task if t.grant is not None else None
+    async def settled(self, t: Ticket) -> None:
+        """Wait until ``t``'s release script has run (or failed)."""
+        task = t.redis.release_task if t.redis is not None else None
         if task is not None:
             await asyncio.gather(asyncio.shield(task), return_exceptions=True)
 
-    def _finish(self, t: Ticket, answer_tokens: int | None, expired: bool) -> None:
-        self.stats.released += 1
-        if expired:
-            self.stats.expired += 1
-        service_s = self.clock() - t.entry.dispatched_at
-        self._emit("on_complete", t.entry, service_s, answer_tokens)
-        g = t.grant
+    # ---- what the store calls ----------------------------------------------------------------
+    def release(self, t: Ticket, answer_tokens: int | None) -> None:
+        """``t`` was released: give its slot back (the delegate's, or the lease in Redis)."""
+        g = t.redis
         if t.mode == "local":
             g.delegate.release(answer_tokens)
             return
-        self._observe(t.entry, service_s, answer_tokens)
         g.ls.held.pop(g.fence, None)
         if g.unit:
             g.unit = False
-            self.ledger.give()
+            self.host.ledger.give()
         true_class = -1
         if answer_tokens is not None:
             try:
@@ -126,10 +156,10 @@ class _RedisGrants:
     def _tenant_args(self, entry) -> list:
         """``[tenant, weight]`` enqueue arguments: the entry's tenant id (no spaces, at most
         64 characters) with fair shares on, else ``["", 1]`` (one shared order)."""
-        t = entry.tenant
-        if not self.fairness.enabled or not isinstance(t, str) or not t:
+        t, fairness = entry.tenant, self.host.fairness
+        if not fairness.enabled or not isinstance(t, str) or not t:
             return ["", "1"]
-        return ["".join(c if c.isalnum() or c in "-_.:" else "_" for c in t)[:64], repr(float(self.fairness.weight(t)))]
+        return ["".join(c if c.isalnum() or c in "-_.:" else "_" for c in t)[:64], repr(float(fairness.weight(t)))]
 
     @staticmethod
     def _tokens(entry) -> str:
@@ -137,65 +167,60 @@ class _RedisGrants:
         x = float(entry.expected_tokens or 0.0)
         return repr(x) if math.isfinite(x) and x > 0 else "0"
 
-    def _deadline_in(self, entry) -> str:
-        """The deadline relative to now (s), or "" without one. The server subtracts the
-        expected service time (shared statistics) to get the latest start time."""
-        if entry.deadline is None or not math.isfinite(entry.deadline):
-            return ""
-        return f"{entry.deadline - self.clock():.6f}"
+    def _enqueue_args(self, entry) -> list:
+        """The enqueue script's arguments: key, band, class, age, deadline (relative to now, s;
+        the server subtracts the expected service time), tokens, owner, tenant, supersede."""
+        now = self.host.clock()
+        age = max(0.0, now - entry.arrival)
+        prio = max(-(10**9), min(10**9, int(entry.priority)))
+        deadline = "" if entry.deadline is None or not math.isfinite(entry.deadline) else f"{entry.deadline - now:.6f}"
+        return [repr(float(entry.key)), prio, int(entry.klass), f"{age:.6f}", deadline, self._tokens(entry), OWNER,
+                *self._tenant_args(entry), self._supersede_arg(entry)]
 
     async def _acquire(self, t: Ticket) -> None:
-        g, ls, entry = t.grant, t.grant.ls, t.entry
-        self.stats.enqueued += 1
-        if entry.fallback:
-            self.stats.fallback += 1
-        self._emit("on_enqueue", entry)
-        if not self._should_try_redis():
+        host, g = self.host, t.redis
+        ls = g.ls
+        if not host.should_try_redis():
             return await self._unavailable(t, None)
         while True:
-            age = max(0.0, self.clock() - entry.arrival)
-            prio = max(-(10**9), min(10**9, int(entry.priority)))
-            args = [repr(float(entry.key)), prio, int(entry.klass), f"{age:.6f}",
-                    self._deadline_in(entry), self._tokens(entry), OWNER, *self._tenant_args(entry),
-                    self._supersede_arg(entry)]
-            g.enqueue_task = ls.spawn(self._run(ls, "enqueue", args))
+            g.enqueue_task = ls.spawn(host.run(ls, "enqueue", self._enqueue_args(t.entry)))
             try:
                 r = await asyncio.shield(g.enqueue_task)
-            except self._errors as exc:
+            except host.redis_errors as exc:
                 return await self._unavailable(t, exc)
-            self._mark_up()
+            host.mark_up()
             g.rid, g.epoch, g.server_arrival = r[0], r[1], r[2]
-            self._summary(r, 4, ls)
+            host.summary(r, 4, ls)
             if r[3]:
                 self._granted(t, r[3])
                 return await self._room(t)
             ls.waiting[g.rid] = t
-            self._ensure_heartbeat(ls)
+            self.heartbeat.ensure(ls)
             try:
                 status = await self._wait_for_grant(t)
-            except self._errors as exc:
+            except host.redis_errors as exc:
                 ls.waiting.pop(g.rid, None)
                 return await self._unavailable(t, exc)
             if status == "granted":
                 return await self._room(t)
             ls.waiting.pop(g.rid, None)
             if status == "superseded":
-                self.stats.superseded += 1
-                self._emit("on_cancel", entry)
-                t.state = TicketState.SUPERSEDED
-                raise Superseded(self.name)
+                host.stats.superseded += 1
+                t.supersede()
+                raise Superseded(host.name)
             # Redis no longer knows this waiter (its data was lost, or the heartbeat came
             # too late): enqueue again with the original arrival.
-            self.stats.reenqueued += 1
+            host.stats.reenqueued += 1
             g.rid = None
 
     async def _wait_for_grant(self, t: Ticket) -> str:
-        g, ls = t.grant, t.grant.ls
-        wake = f"{self.tag}:w:{g.rid}"
+        host, g = self.host, t.redis
+        ls = g.ls
+        wake = f"{host.tag}:w:{g.rid}"
         while True:
             # Shielded: a cancelled caller leaves at once, without cancelling redis-py in
             # the middle of a blocking read; the cancel script then unblocks this BLPOP.
-            item = await asyncio.shield(ls.spawn(ls.blocking.blpop([wake], timeout=self.waiter_ttl_s)))
+            item = await asyncio.shield(ls.spawn(ls.blocking.blpop([wake], timeout=host.waiter_ttl_s)))
             if item is not None:
                 value = item[1]
                 if value in ("gone", "superseded"):
@@ -204,7 +229,7 @@ class _RedisGrants:
                 self._granted(t, value)
                 return "granted"
             # No signal for a while: ask (also renews this waiter).
-            statuses = await self._heartbeat(ls, [g.rid], [])
+            statuses = await self.heartbeat.beat(ls, [g.rid], [])
             if statuses and statuses[0] in ("gone", "superseded"):
                 # the script pushed the status to the wake list: consume it
                 await ls.fast.delete(wake)
@@ -213,59 +238,61 @@ class _RedisGrants:
     async def _room(self, t: Ticket) -> None:
         """Hold a unit of the in-process ledger too: a grant of Redis waits while this
         process's other paths (fail-open local queue, last-resort gate) fill the backend."""
-        if self.ledger is not None:
-            if not self.ledger.try_take():
-                await self.ledger.take()
-            t.grant.unit = True
+        ledger = self.host.ledger
+        if ledger is not None:
+            if not ledger.try_take():
+                await ledger.take()
+            t.redis.unit = True
 
     def _granted(self, t: Ticket, signal: str) -> None:
-        g, stats = t.grant, self.stats
+        host, g = self.host, t.redis
+        stats = host.stats
         fence, dispatched, promoted, in_flight, *rest = signal.split()
         g.fence, g.dispatched_server = fence, dispatched
         g.work = rest[0] if rest else "0"
         t.mode = "redis"
-        now = self.clock()
+        now = host.clock()
         t.entry.dispatched_at = now
         t.entry.promoted = promoted == "1"
-        t.state = RUNNING
         stats.dispatched += 1
         if t.entry.promoted:
             stats.promoted += 1
         stats.max_in_flight = max(stats.max_in_flight, int(in_flight))
-        if self.lease_ttl_s:
-            g.hold_deadline = now + float(self.lease_ttl_s)
+        if host.lease_ttl_s:
+            g.hold_deadline = now + float(host.lease_ttl_s)
         g.ls.held[fence] = t
-        self._ensure_heartbeat(g.ls)
-        self._emit("on_dispatch", t.entry, now - t.entry.arrival)
+        self.heartbeat.ensure(g.ls)
+        t.grant(now - t.entry.arrival)
 
     async def _unavailable(self, t: Ticket, exc: BaseException | None) -> None:
         """Redis cannot be used for this ticket: fail open (delegate to the local queue) or closed."""
-        g = t.grant
+        host, g = self.host, t.redis
         if exc is not None:
-            self._mark_down(exc)
+            host.mark_down(exc)
             if g.rid is not None:  # best effort: do not leave an entry that nobody waits for
                 g.ls.spawn(self._cancel_quietly(g.ls, g.rid))
                 g.rid = None
-        if self.fail_mode == "closed":
-            raise RedisUnavailable(self.retry_s, "redis_unavailable", self.name)
+        if host.fail_mode == "closed":
+            raise RedisUnavailable(host.retry_s, "redis_unavailable", host.name)
         t.mode = "local"
-        self.stats.failopen += 1
-        g.delegate = Ticket(self.local, t.entry)
+        host.stats.failopen += 1
+        g.delegate = Ticket(host.local, t.entry)
         await g.delegate.acquire()
         t.entry.payload = t
-        t.state = RUNNING
-        self.stats.dispatched += 1
-        self._emit("on_dispatch", t.entry, t.entry.dispatched_at - t.entry.arrival)
+        host.stats.dispatched += 1
+        t.grant(t.entry.dispatched_at - t.entry.arrival)
 
     async def _cancel_quietly(self, ls: _LoopState, rid: str) -> None:
         try:
-            await self._run(ls, "cancel", [rid])
-        except Exception:
-            pass
+            await self.host.run(ls, "cancel", [rid])
+        except Exception:  # best effort: the waiter TTL removes the entry anyway
+            note_fault(log, f"cancelling a waiter on backend {self.host.name} failed; its waiter TTL cleans up",
+                       level=logging.DEBUG)
 
-    async def _abandon(self, t: Ticket) -> None:
+    async def abandon(self, t: Ticket) -> None:
         """The waiter went away: leave the queue, or hand back a slot granted meanwhile."""
-        g, ls = t.grant, t.grant.ls
+        host, g = self.host, t.redis
+        ls = g.ls
         if t.state is RUNNING:
             t.release()
             if g.release_task is not None:
@@ -273,9 +300,8 @@ class _RedisGrants:
             return
         if t.state is not QUEUED:
             return
-        t.state = TicketState.CANCELLED
-        self.stats.cancelled += 1
-        self._emit("on_cancel", t.entry)
+        host.stats.cancelled += 1
+        t.cancel()
         if t.mode == "local":
             # the local ticket left its queue itself; it may hold a slot granted meanwhile
             if g.delegate is not None and g.delegate.running:
@@ -290,18 +316,18 @@ class _RedisGrants:
             return
         ls.waiting.pop(g.rid, None)
         try:
-            r = await self._run(ls, "cancel", [g.rid])
-            self._summary(r, 1, ls)
-        except self._errors as exc:  # Redis gone: the waiter TTL / lease TTL cleans up
-            self._mark_down(exc)
+            r = await host.run(ls, "cancel", [g.rid])
+            host.summary(r, 1, ls)
+        except host.redis_errors as exc:  # Redis gone: the waiter TTL / lease TTL cleans up
+            host.mark_down(exc)
 
     async def _send_release(self, t: Ticket, true_class: int, answer_tokens: float) -> None:
-        ls = t.grant.ls
+        host, ls = self.host, t.redis.ls
         try:
-            r = await self._run(ls, "release", [t.grant.fence, true_class, answer_tokens])
-            self._summary(r, 2, ls)
-            self._mark_up()
-        except self._errors as exc:  # the lease expires by itself; the request is not affected
-            self._mark_down(exc)
+            r = await host.run(ls, "release", [t.redis.fence, true_class, answer_tokens])
+            host.summary(r, 2, ls)
+            host.mark_up()
+        except host.redis_errors as exc:  # the lease expires by itself; the request is not affected
+            host.mark_down(exc)
         except Exception:
-            log.exception("Redis release failed on backend %s; the lease will expire", self.name)
+            log.exception("Redis release failed on backend %s; the lease will expire", host.name)

@@ -16,13 +16,15 @@ import re
 import socket
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from sjf_core._errors import AdmissionRejected
 from sjf_core.admission._events import QueueStats
 
 if TYPE_CHECKING:
+    from sjf_core.admission._local import LocalAdmissionQueue
     from sjf_core.admission._ticket import Ticket
+    from sjf_core.policy._tenants import Fairness
 
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
 #: The shared prelude of every script, in order: keys, arguments and helpers; the dispatch rule.
@@ -110,11 +112,16 @@ def make_clients(redis: Any, op_timeout_s: float, waiter_ttl_s: float):
 
 
 class _LoopState:
-    """Clients, scripts and this process's live tickets, for one event loop."""
+    """Clients, scripts and this process's live tickets, for one event loop.
 
-    def __init__(self, store: Any, loop: asyncio.AbstractEventLoop):
+    Args:
+        redis: a Redis URL or client (:func:`make_clients`). op_timeout_s, waiter_ttl_s: the
+            store's timeouts (s). loop: the event loop.
+    """
+
+    def __init__(self, redis: Any, op_timeout_s: float, waiter_ttl_s: float, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self.fast, self.blocking = make_clients(store._redis, store.op_timeout_s, store.waiter_ttl_s)
+        self.fast, self.blocking = make_clients(redis, op_timeout_s, waiter_ttl_s)
         self.scripts = {name: self.fast.register_script(src) for name, src in lua_sources().items()}
         self.waiting: dict[str, "Ticket"] = {}
         self.held: dict[str, "Ticket"] = {}
@@ -135,3 +142,47 @@ class _LoopState:
         if not t.cancelled():
             t.exception()  # retrieved: an abandoned wait's error is not an error
 
+
+
+class RedisHost(Protocol):
+    """What the Redis store's collaborators (its grant path and heartbeat) use of it.
+
+    Attributes: ``name`` (backend key), ``tag`` (key prefix), ``stats``, ``clock``,
+    ``lease_ttl_s`` (hold limit or None), ``waiter_ttl_s`` / ``redis_lease_ttl_s`` /
+    ``retry_s`` (s), ``fail_mode``, ``fairness``, ``local`` (the fail-open queue),
+    ``redis_errors`` (the exception types that mean "Redis unusable"), ``degraded``,
+    ``ledger`` (the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger`, or None).
+    """
+
+    name: str
+    tag: str
+    stats: RedisQueueStats
+    clock: Callable[[], float]
+    lease_ttl_s: float | None
+    waiter_ttl_s: float
+    redis_lease_ttl_s: float
+    retry_s: float
+    fail_mode: str
+    fairness: "Fairness"
+    local: "LocalAdmissionQueue"
+    redis_errors: tuple[type[BaseException], ...]
+    degraded: bool
+    ledger: Any
+
+    def loop_state(self) -> _LoopState:
+        """The running loop's clients, scripts and live tickets."""
+
+    async def run(self, ls: _LoopState, name: str, extra: list) -> list:
+        """Run script ``name`` with the queue's arguments and ``extra``; its reply."""
+
+    def summary(self, r: list, at: int, ls: _LoopState | None = None) -> None:
+        """Record the in-flight / waiting / τ / next-expiry summary at ``r[at:]``."""
+
+    def should_try_redis(self) -> bool:
+        """False while Redis is marked down and the retry time has not come."""
+
+    def mark_up(self) -> None:
+        """A Redis call succeeded."""
+
+    def mark_down(self, exc: BaseException) -> None:
+        """A Redis call failed with ``exc`` (one of ``redis_errors``)."""

@@ -1,18 +1,24 @@
-"""One ticket lifecycle, for every store: states, exactly-once release, expiry, loop hop.
+"""One ticket lifecycle, for every store: states, transitions, exactly-once release, loop hop.
 
 :class:`TicketState` (a ``str`` enum: a state compares equal to its name, e.g.
 ``TicketState.RUNNING == "running"``) is the lifecycle of one request's admission::
 
-    NEW ─▶ QUEUED ─▶ RUNNING ─▶ RELEASED
-             │  ╰──▶ CANCELLED | SUPERSEDED
-    NEW ─▶ DEFERRED ─▶ QUEUED | REJECTED | CANCELLED      (local overload control)
-    NEW ─▶ REJECTED
+    NEW ─▶ QUEUED ─▶ RUNNING ─▶ RELEASED            enqueue, grant, release | expire
+     │       ╰──▶ CANCELLED | SUPERSEDED           cancel, supersede
+     ├──▶ DEFERRED ─▶ QUEUED | REJECTED | CANCELLED    defer (local overload control)
+     ╰──▶ REJECTED | CANCELLED                     reject, cancel
 
-:class:`Ticket` is the one implementation; its store
-(:class:`~sjf_core.admission._base.AdmissionQueue`) only grants and frees slots. Adapters
-ask :attr:`Ticket.running` (holds a slot: release it exactly once), :attr:`Ticket.waiting`
-(not yet granted nor refused) and :attr:`Ticket.finished` (terminal: nothing to release),
-never state strings.
+:class:`Ticket` is the one implementation and the only writer of its ``state``: each
+transition is a method that checks it is legal (an illegal one raises ``RuntimeError``;
+release and expiry are the idempotent exceptions) and emits the queue event that goes with
+it (:class:`~sjf_core.admission._events.QueueEvents`): :meth:`Ticket.enqueue` (on_enqueue),
+:meth:`Ticket.defer`, :meth:`Ticket.grant` (on_dispatch), :meth:`Ticket.release` and
+:meth:`Ticket.expire` (on_complete), :meth:`Ticket.cancel` and :meth:`Ticket.supersede`
+(on_cancel), :meth:`Ticket.reject` (on_reject). Its store
+(:class:`~sjf_core.admission._base.AdmissionQueue`) decides *when* (grants and frees slots,
+keeps its counters) and calls them. Adapters ask :attr:`Ticket.running` (holds a slot:
+release it exactly once), :attr:`Ticket.waiting` (not yet granted nor refused) and
+:attr:`Ticket.finished` (terminal: nothing to release), never state strings.
 """
 
 from __future__ import annotations
@@ -61,9 +67,11 @@ class Ticket:
 
     Attributes:
         queue: the store that made it. entry: its :class:`~sjf_core.policy._entry.Entry`
-        (``entry.payload`` is this ticket). state: a :class:`TicketState`.
+        (``entry.payload`` is this ticket). state: a :class:`TicketState` (read-only outside
+        this class: the transition methods below write it).
         mode: the Redis store's "redis" (granted by Redis) or "local" (fail-open);
-        None on the local store. grant: the Redis store's per-ticket record, else None.
+        None on the local store. redis: the Redis store's per-ticket record
+        (:class:`~sjf_core.admission._redis_grant.RedisGrant`), else None.
         loop: the event loop that owns the ticket (None until ``acquire`` runs).
 
     Example::
@@ -72,9 +80,8 @@ class Ticket:
             await call_backend()
     """
 
-    # _fut, _lease, _defer_timer, _scorer belong to the local store (a future grants the slot)
-    __slots__ = ("queue", "entry", "state", "mode", "grant", "loop", "_fut", "_lease", "_defer_timer", "_scorer",
-                 "__weakref__")
+    # _fut, _lease, _scorer belong to the in-process stores (local queue: a future grants the slot; gate: _lease)
+    __slots__ = ("queue", "entry", "state", "mode", "redis", "loop", "_fut", "_lease", "_scorer", "__weakref__")
 
     def __init__(self, queue: "AdmissionQueue", entry: "Entry"):
         self.queue = queue
@@ -82,11 +89,10 @@ class Ticket:
         entry.payload = self
         self.state = NEW
         self.mode: str | None = None
-        self.grant = None
+        self.redis = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the owning loop, set by the store's grant
         self._fut: asyncio.Future | None = None
         self._lease: asyncio.TimerHandle | None = None
-        self._defer_timer: asyncio.TimerHandle | None = None
         self._scorer = None  # see LocalAdmissionQueue.ticket(scorer=)
 
     # ---- what adapters ask --------------------------------------------------------------
@@ -110,7 +116,7 @@ class Ticket:
         """Seconds spent queued (NaN until dispatched)."""
         return self.entry.dispatched_at - self.entry.arrival
 
-    # ---- lifecycle ------------------------------------------------------------------------
+    # ---- lifecycle: what the owner calls ---------------------------------------------------
     def acquire(self, timeout: float | None = None) -> Coroutine[Any, Any, None]:
         """Wait for a slot (``await ticket.acquire(timeout)``; the store's wait itself, one
         coroutine per waiter).
@@ -128,16 +134,11 @@ class Ticket:
                 replaced it while it was queued (``release`` is then a no-op).
             RuntimeError: the ticket was already used (raised when awaited).
         """
-        return self.queue._grant(self, timeout)
-
-    def _start(self) -> None:
-        """First step of every store's ``_grant``: NEW → QUEUED, once."""
-        if self.state is not NEW:
-            raise RuntimeError(f"ticket already {self.state}")
-        self.state = QUEUED
+        return self.queue.grants.wait(self, timeout)
 
     def release(self, answer_tokens: int | None = None) -> bool:
-        """Give the slot back (idempotent, thread-safe, never raises).
+        """Give the slot back: RUNNING → RELEASED, then on_complete (idempotent, thread-safe,
+        never raises).
 
         Args:
             answer_tokens: the true answer length when known (from ``usage``), which
@@ -152,33 +153,86 @@ class Ticket:
             if state is RUNNING:
                 self.state = RELEASED
         if state is RUNNING:
-            self._in_loop(self.queue._finish, self, answer_tokens, False)
+            self.in_loop(self._released, answer_tokens, False)
             return True
         if state is QUEUED or state is DEFERRED:
-            self.queue._withdraw(self)
+            self.queue.grants.withdraw(self)
         return False
 
     async def arelease(self, answer_tokens: int | None = None) -> bool:
         """:meth:`release`, then wait until the store has processed it (or failed)."""
         done = self.release(answer_tokens)
-        await self.queue._settled(self)
+        await self.queue.grants.settled(self)
         return done
 
     def renew(self) -> None:
         """Restart the hold limit ``lease_ttl_s`` (call during long streams)."""
         if self.state is RUNNING:
-            self.queue._renew(self)
+            self.queue.grants.renew(self)
 
-    def _expire(self) -> None:
-        """The hold limit ran out: force-release (once; the owner's release then returns False)."""
+    # ---- transitions: what the store calls (on the ticket's loop) --------------------------
+    def enqueue(self) -> None:
+        """NEW or DEFERRED → QUEUED: the ticket entered its queue; emits on_enqueue."""
+        state = self.state
+        if state is not NEW and state is not DEFERRED:
+            raise RuntimeError(f"ticket already {state}")
+        self.state = QUEUED
+        self.queue._emit("on_enqueue", self.entry)
+
+    def defer(self) -> None:
+        """NEW → DEFERRED: overload control holds the ticket at the door (no event)."""
+        self._step((NEW,), DEFERRED)
+
+    def grant(self, wait_s: float) -> None:
+        """QUEUED → RUNNING: the ticket holds a slot after ``wait_s`` seconds; emits on_dispatch."""
+        if self.state is not QUEUED:
+            raise RuntimeError(f"ticket already {self.state}")
+        self.state = RUNNING
+        self.queue._emit("on_dispatch", self.entry, wait_s)
+
+    def expire(self) -> bool:
+        """RUNNING → RELEASED by force: the hold limit ran out (once; the owner's release then
+        returns False); emits on_complete. Returns True if this call released the slot."""
         with _STATE_LOCK:
             if self.state is not RUNNING:
-                return
+                return False
             self.state = RELEASED
         log.warning("admission lease expired on backend %s; slot force-released", self.queue.name)
-        self.queue._finish(self, None, True)
+        self._released(None, True)
+        return True
 
-    def _in_loop(self, fn, *args) -> None:
+    def cancel(self, event: bool = True) -> None:
+        """NEW, QUEUED or DEFERRED → CANCELLED: the waiter went away; emits on_cancel unless
+        ``event`` is False (the store had nothing queued to take back)."""
+        self._step(WAITING_STATES, TicketState.CANCELLED)
+        if event:
+            self.queue._emit("on_cancel", self.entry)
+
+    def supersede(self) -> None:
+        """QUEUED or DEFERRED → SUPERSEDED: a newer request with the same key replaced it;
+        emits on_cancel."""
+        self._step((QUEUED, DEFERRED), TicketState.SUPERSEDED)
+        self.queue._emit("on_cancel", self.entry)
+
+    def reject(self, reason: str) -> None:
+        """NEW or DEFERRED → REJECTED: refused at the door for ``reason``; emits on_reject."""
+        self._step((NEW, DEFERRED), TicketState.REJECTED)
+        self.queue._emit("on_reject", self.entry, reason)
+
+    def _step(self, legal, to: TicketState) -> None:
+        if self.state not in legal:
+            raise RuntimeError(f"ticket {self.state} cannot become {to}")
+        self.state = to
+
+    def _released(self, answer_tokens: int | None, expired: bool) -> None:
+        """After RUNNING → RELEASED (on the owning loop): the store frees the slot, the
+        listeners hear on_complete, then the store grants the next waiter."""
+        q = self.queue
+        service_s = q._free(self, answer_tokens, expired)
+        q._emit("on_complete", self.entry, service_s, answer_tokens)
+        q._refill()
+
+    def in_loop(self, fn, *args) -> None:
         """Run ``fn(*args)`` on the loop that owns this ticket (now, if that is this one)."""
         loop = self.loop
         running = _get_running_loop()  # None outside a loop (asyncio's C accessor, no raise)

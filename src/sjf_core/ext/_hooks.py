@@ -135,7 +135,7 @@ def install_plugins(scheduler: Any, plugins: Any = "auto") -> PluginHandle:
         return PluginHandle(None)
     parts: dict[str, Any] = {}
     if has_impls(pm, "sjf_predict"):
-        parts["predictor"] = lambda base: PluginPredictor(pm, base)
+        parts["predictor"] = lambda base: PluginPredictor(base, pm)
     if has_impls(pm, "sjf_ordering_key"):
         parts["policy"] = lambda base: PluginPolicy(base, pm)
     if any(has_impls(pm, h) for h in _EVENT_HOOKS):

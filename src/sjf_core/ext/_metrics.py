@@ -80,6 +80,7 @@ from sjf_core.admission._local import AdmissionQueue, QueueEvents
 from sjf_core.ext._labels import (PREDICTOR_LATENCY_BUCKETS_S, QUEUE_WAIT_BUCKETS_S, backend_label, predicted_class,
                                   reason_label, true_class)
 from sjf_core.policy._entry import Entry
+from sjf_core._faults import note_fault
 
 try:
     from prometheus_client import REGISTRY, start_http_server
@@ -222,8 +223,8 @@ class PrometheusMetrics(QueueEvents):
             if self._taus.get(b) != tau:  # τ moves only when a Short completes: skip the gauge's lock
                 self._child("tau", b).set(tau)
                 self._taus[b] = tau
-        except Exception:  # a pending structure without τ
-            pass
+        except Exception:  # a pending structure without τ: the gauge keeps its last value
+            note_fault(log, f"τ gauge of backend {b} not set", level=logging.DEBUG)
 
 
 

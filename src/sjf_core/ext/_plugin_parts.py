@@ -15,7 +15,8 @@ from typing import Any
 
 import pluggy
 
-from sjf_core.admission._local import QueueEvents
+from sjf_core.admission._events import QueueEvents
+from sjf_core.config import DEFAULT_PROMOTION
 from sjf_core.ext._labels import backend_label
 from sjf_core.policy._entry import CLASS_NAMES, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta
@@ -84,18 +85,18 @@ def to_prediction(result: Any) -> Prediction | None:
 class PluginPredictor:
     """Asks the ``sjf_predict`` plugins first, then the base predictor.
 
-    Args:
-        pm: the plugin manager.
+    Args (the wrapped part first, as :class:`PluginPolicy`):
         base: the built-in predictor (anything with ``.predict(text) -> Prediction``), or
             None (plugin predictions only; a request no plugin scores is unscored).
+        pm: the plugin manager.
 
     :meth:`predict` raises when a plugin raises or returns an unusable result; the
     scheduler then counts a predictor error and serves the request in FCFS order.
     """
 
-    def __init__(self, pm: pluggy.PluginManager, base: Any = None):
-        self.pm = pm
+    def __init__(self, base: Any, pm: pluggy.PluginManager):
         self.base = base
+        self.pm = pm
 
     def predict(self, text: str) -> Prediction | None:
         """Prediction for ``text``: the first plugin answer, else the built-in predictor's."""
@@ -111,7 +112,9 @@ class PluginPredictor:
 class PluginPolicy(Policy):
     """A policy whose key may be overridden by ``sjf_ordering_key`` plugins.
 
-    Delegates everything else (τ, pending structure, fallback key) to ``base``.
+    Args (the wrapped part first, as :class:`PluginPredictor`): ``base`` (the policy),
+    ``pm`` (the plugin manager). Delegates everything else (τ, pending structure, fallback
+    key) to ``base``.
     """
 
     def __init__(self, base: Policy, pm: pluggy.PluginManager):
@@ -119,7 +122,7 @@ class PluginPolicy(Policy):
         self.pm = pm
         self.name = base.name
         self.tau_config = base.tau_config
-        self.promotion = getattr(base, "promotion", "strict")
+        self.promotion = getattr(base, "promotion", None) or DEFAULT_PROMOTION
         self.k = getattr(base, "k", 1)
 
     def __getattr__(self, name: str) -> Any:

@@ -27,12 +27,16 @@ keeps it. Never raises: unreadable parts give fewer keys.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from sjf_core._faults import note_fault
 from sjf_core.config import memory_salt
 from sjf_core.predict._text import _content_text, strip_blocks
+
+log = logging.getLogger("sjf_core.memory")
 
 __all__ = ["RequestKeys", "evidence_keys", "KINDS", "SALT_ENV", "digest"]
 
@@ -165,4 +169,5 @@ def evidence_keys(body: Any, text: str | None, model: str | None = None) -> Requ
             keys.append(("max", digest("max", m, str(mt), salt=salt)))
         return RequestKeys(group, tuple(keys))
     except Exception:  # never fail scoring
+        note_fault(log, "length memory keys could not be computed; the request is scored without the memory")
         return None

@@ -22,10 +22,14 @@ Values are summed (accuracies: of the first memory) over the memories alive in t
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 
+from sjf_core._faults import note_fault
 from sjf_core.memory._core import live_memories
+
+log = logging.getLogger("sjf_core.memory")
 
 try:
     from prometheus_client import REGISTRY
@@ -91,4 +95,4 @@ def ensure_collector(registry=None) -> None:
             reg.register(MemoryCollector())
             _installed.add(id(reg))
         except Exception:  # e.g. a name clash: metrics are optional
-            pass
+            note_fault(log, "length memory metrics not registered")

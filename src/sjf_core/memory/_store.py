@@ -33,6 +33,7 @@ from collections import OrderedDict
 from typing import Iterable, Sequence
 
 import numpy as np
+from sjf_core._faults import note_fault
 
 log = logging.getLogger("sjf_core.memory")
 
@@ -248,5 +249,5 @@ class RedisStore:
         for c in (self._r, self._w):
             try:
                 c.close()
-            except Exception:
-                pass
+            except Exception:  # closing only
+                note_fault(log, "a length memory Redis client did not close cleanly", level=logging.DEBUG)

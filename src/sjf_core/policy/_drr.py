@@ -36,7 +36,7 @@ class DRRPending(PendingBase):
         ValueError: as :class:`~sjf_core.policy._structure.PendingBase`, or a weight not positive.
     """
 
-    def __init__(self, tau: TauEstimator | None = None, promotion="strict", k: int = 2,
+    def __init__(self, tau: TauEstimator | None = None, promotion=None, k: int = 2,
                  weights: Sequence[float] = (1.0, 1.0, 1.0), **kw):
         weights = tuple(float(w) for w in weights)
         if len(weights) != 3 or not all(w > 0 and math.isfinite(w) for w in weights):

@@ -24,12 +24,16 @@ Costs: O(T) per pop for T tenants with waiters, plus the sub-structure's O(log n
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Callable
 
+from sjf_core._faults import note_fault
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
+
+log = logging.getLogger("sjf_core.policy")
 
 
 #: Sub-structures kept before idle ones (no waiter, nothing running) are forgotten.
@@ -173,6 +177,7 @@ class TenantPending:
         try:
             c = float(self.service.expected_s(e.klass, e.expected_tokens))
         except Exception:
+            note_fault(log, "expected service time unavailable; the tenant is charged a minimal cost")
             c = 0.0
         return c if c > 0 and math.isfinite(c) else 1e-3
 

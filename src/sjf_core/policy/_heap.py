@@ -21,13 +21,13 @@ class HeapPending(PendingBase):
     Args:
         tau, promotion, k, slots, service, rule_options: as
             :class:`~sjf_core.policy._structure.PendingBase` (``promotion``: a strategy
-            or a rule name; default "strict").
+            or a rule name; None: the default rule).
 
     Raises:
         ValueError: as :class:`~sjf_core.policy._structure.PendingBase`.
     """
 
-    def __init__(self, tau=None, promotion="strict", k: int = 2, **kw):
+    def __init__(self, tau=None, promotion=None, k: int = 2, **kw):
         self._heap: list[tuple] = []  # (*order_key, entry)
         super().__init__(tau, promotion, k, **kw)
 

@@ -18,8 +18,8 @@ Policies (``make_policy(name, **options)``):
   be the real length: simulator and benchmarks with a trace only); τ off.
 
 Options common to all: ``tau`` ("3x" × measured mean Short service time, seconds,
-or "off": no guard), ``promotion`` ("work-bound" default, "work-aging", "fcfs-bound", "strict" = the
-paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the served-work rules),
+or "off": no guard), ``promotion`` (default :data:`sjf_core.config.DEFAULT_PROMOTION`; "work-bound",
+"work-aging", "fcfs-bound", "strict" = the paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the served-work rules),
 ``max_wait_s`` (an absolute wait bound, any rule),
 ``k`` (one-in-k), ``horizon`` (aging horizon in multiples of τ).
 
@@ -38,9 +38,11 @@ Request metadata (:mod:`sjf_core.predict._meta`) acts on every policy the same w
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
+from sjf_core._faults import note_fault
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
 from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
 from sjf_core.policy.promotion import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DEFAULT_SLOWDOWN,
@@ -48,10 +50,7 @@ from sjf_core.policy.promotion import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.policy._tau import TauConfig, TauEstimator
 
-#: Default promotion rule (starvation guard): "work-bound", due on the served-work clock
-#: (:class:`~sjf_core.policy.promotion.WorkBound`), chosen with ``sjf simulate --scenario guard``.
-DEFAULT_PROMOTION = "work-bound"
-
+log = logging.getLogger("sjf_core.policy")
 
 @dataclass(frozen=True)
 class RequestMeta:
@@ -86,10 +85,10 @@ class Policy:
 
     Args:
         tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off".
-        promotion: the starvation guard of the pending structure: "work-bound"
-            (default), "work-aging", "fcfs-bound", "strict" (paper §3.4, DESIGN.md
-            invariant 4), "one-in-k", "aging", "aged-sjf" (one class each in
-            :mod:`sjf_core.policy.promotion`, docs/scheduling.md).
+        promotion: the starvation guard of the pending structure (None: the default,
+            :data:`sjf_core.config.DEFAULT_PROMOTION`): "work-bound", "work-aging",
+            "fcfs-bound", "strict" (paper §3.4, DESIGN.md invariant 4), "one-in-k", "aging",
+            "aged-sjf" (one class each in :mod:`sjf_core.policy.promotion`, docs/scheduling.md).
         k: the k of the "one-in-k" promotion rule.
         initial_short_service_s: seed of the mean Short service time (seconds).
         horizon: "aging" horizon in multiples of τ (a Long that has waited
@@ -108,12 +107,16 @@ class Policy:
     #: Key distance between a typical Short and a typical Long (aging scale).
     key_span = 1.0
 
-    def __init__(self, tau="3x", promotion: str = DEFAULT_PROMOTION, k: int = 2,
+    def __init__(self, tau="3x", promotion: str | None = None, k: int = 2,
                  initial_short_service_s: float = 2.0, horizon: float = DEFAULT_AGING_HORIZON,
                  slack: float = DEFAULT_FCFS_SLACK, floor: float = DEFAULT_FCFS_FLOOR,
                  slowdown: float = DEFAULT_SLOWDOWN, work_slack: float = DEFAULT_WORK_SLACK,
                  max_wait_s: float | None = None):
         self.tau_config = TauConfig.parse(tau, initial_short_service_s)
+        if promotion is None:
+            from sjf_core.config import DEFAULT_PROMOTION  # config imports this module: not at import time
+
+            promotion = DEFAULT_PROMOTION
         self.promotion = promotion
         self.k = k
         self.horizon = float(horizon)
@@ -179,18 +182,18 @@ class Policy:
                 entry.deadline = None
             entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
             entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
-        try:
-            if prediction is None:
-                raise ValueError("no prediction")
-            key = float(self.key(prediction, meta))
-            if math.isnan(key):
-                raise ValueError("NaN key")
-            entry.key = key
-            entry.klass = prediction.klass
-            entry.expected_tokens = float(prediction.expected_tokens)
-        except Exception:
-            entry.key = self.fallback_key()
-            entry.fallback = True
+        if prediction is not None:
+            try:
+                key = float(self.key(prediction, meta))
+                if key == key:  # not NaN
+                    entry.key = key
+                    entry.klass = prediction.klass
+                    entry.expected_tokens = float(prediction.expected_tokens)
+                    return entry
+            except Exception:
+                note_fault(log, f"policy {self.name!r} could not key a request; it is unscored (FCFS key)")
+        entry.key = self.fallback_key()
+        entry.fallback = True
         return entry
 
     def __repr__(self) -> str:
@@ -204,8 +207,10 @@ class FCFSPolicy(Policy):
     name = "fcfs"
 
     def __init__(self, **kw):
+        from sjf_core.config import TAU_OFF_PROMOTION
+
         kw["tau"] = "off"
-        kw.setdefault("promotion", "strict")  # irrelevant with τ off; the simplest rule
+        kw.setdefault("promotion", TAU_OFF_PROMOTION)  # irrelevant with τ off; the simplest rule
         super().__init__(**kw)
 
     def key(self, prediction, meta) -> float:
@@ -275,8 +280,10 @@ class OraclePolicy(Policy):
     key_span = TYPICAL_TOKENS[LONG] - TYPICAL_TOKENS[SHORT]
 
     def __init__(self, **kw):
+        from sjf_core.config import TAU_OFF_PROMOTION
+
         kw.setdefault("tau", "off")
-        kw.setdefault("promotion", "strict")  # irrelevant with τ off
+        kw.setdefault("promotion", TAU_OFF_PROMOTION)  # irrelevant with τ off
         super().__init__(**kw)
 
     def fallback_key(self) -> float:
@@ -312,4 +319,4 @@ def make_policy(spec="sjf", **kw) -> Policy:
 
 
 __all__ = ["Policy", "FCFSPolicy", "SJFPolicy", "SJFTokensPolicy", "FairPolicy", "OraclePolicy", "POLICIES",
-           "DEFAULT_PROMOTION", "make_policy", "RequestMeta", "MEDIUM"]
+           "make_policy", "RequestMeta", "MEDIUM"]

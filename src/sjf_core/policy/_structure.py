@@ -54,8 +54,8 @@ class PendingBase:
     Args:
         tau: the τ estimator of this queue (a fresh one by default).
         promotion: a :class:`~sjf_core.policy.promotion.PromotionStrategy` (fresh, not
-            attached elsewhere) or a rule name, built with ``rule_options`` by
-            :func:`~sjf_core.policy.promotion.make_promotion`.
+            attached elsewhere) or a rule name (None: the default rule), built with
+            ``rule_options`` by :func:`~sjf_core.policy.promotion.make_promotion`.
         k: the k of "one-in-k" (with a rule name only).
         slots: slots of the queue this structure serves (the admission queue sets it).
         service: shared service statistics (a fresh one by default).
@@ -64,11 +64,11 @@ class PendingBase:
         ValueError: slots < 1; a strategy together with rule options; as ``make_promotion``.
     """
 
-    def __init__(self, tau: TauEstimator | None = None, promotion: str | PromotionStrategy = "strict", k: int = 2,
+    def __init__(self, tau: TauEstimator | None = None, promotion: str | PromotionStrategy | None = None, k: int = 2,
                  *, slots: int = 1, service: ServiceStats | None = None, **rule_options):
         if int(slots) < 1:
             raise ValueError("slots must be >= 1")
-        if isinstance(promotion, str):
+        if promotion is None or isinstance(promotion, str):
             promotion = make_promotion(promotion, k=k, **rule_options)
         elif rule_options:
             raise ValueError(f"rule options {sorted(rule_options)} go to make_promotion, not with a strategy")

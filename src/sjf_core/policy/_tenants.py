@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from sjf_core._faults import note_fault
 from sjf_core.policy._policies import RequestMeta
+
+log = logging.getLogger("sjf_core.policy")
 
 FAIRNESS_MODES = ("off", "key", "team", "user")
 DEFAULT_FAIRNESS = "key"
@@ -125,6 +129,7 @@ class Fairness:
             value = str(value)[:512]
             return self._id(value) if value else None
         except Exception:
+            note_fault(log, f"tenant ({self.mode}) could not be read; the request goes to the shared tenant")
             return None
 
     def weight(self, tenant: str | None) -> float:
@@ -227,4 +232,5 @@ class IntentDefaults:
                     changes["deadline_s"] = float(d)
             return dataclasses.replace(meta, **changes) if changes else meta
         except Exception:
+            note_fault(log, "intent defaults could not be applied; the request keeps its own metadata")
             return meta

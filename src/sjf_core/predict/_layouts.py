@@ -3,10 +3,10 @@
 A model records its layout in its ONNX ``metadata_props`` under
 :data:`META_LAYOUT` (see :mod:`sjf_core.predict._predictor`). ``v1`` is the paper's 19
 features (:mod:`sjf_core.predict._features`); ``v2`` is ours (:mod:`sjf_core.predict._features_v2`,
-imported only when a v2 model is loaded); ``v3`` is v2 plus length targets and the
-instruction/material split (:mod:`sjf_core.predict._features_v3`); ``v2l`` is v2 plus only the
-lexicon column (same module). In v3 and v2l the last column is the lexicon score, filled by
-the predictor from the model's lexicon (:mod:`sjf_core.predict._lexicon`).
+imported only when a v2 model is loaded); ``v2l`` (the shipped default) is v2 plus only the
+lexicon column, ``v3`` v2 plus length targets, the instruction/material split and the lexicon
+column (both in :mod:`sjf_core.predict._features_lexicon`). In v3 and v2l the last column is
+the lexicon score, filled by the predictor from the model's lexicon (:mod:`sjf_core.predict._lexicon`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class Layout:
 LAYOUTS = {
     "v1": ("sjf_core.predict._features", "FEATURE_NAMES", "extract_v1", "extract_v1_many", "fill_text_v1"),
     "v2": ("sjf_core.predict._features_v2", "FEATURE_NAMES_V2", "extract_v2", "extract_v2_many", "fill_text_v2"),
-    "v3": ("sjf_core.predict._features_v3", "FEATURE_NAMES_V3", "extract_v3", "extract_v3_many", "fill_text_v3"),
-    "v2l": ("sjf_core.predict._features_v3", "FEATURE_NAMES_V2L", "extract_v2l", "extract_v2l_many", "fill_text_v2l"),
+    "v3": ("sjf_core.predict._features_lexicon", "FEATURE_NAMES_V3", "extract_v3", "extract_v3_many", "fill_text_v3"),
+    "v2l": ("sjf_core.predict._features_lexicon", "FEATURE_NAMES_V2L", "extract_v2l", "extract_v2l_many", "fill_text_v2l"),
 }
 
 _cache: dict[str, Layout] = {}

@@ -6,17 +6,15 @@ Contract:
   bigrams (words: runs of ASCII letters/digits/underscore or non-ASCII UTF-8 bytes, ASCII
   lower-cased, over :func:`sjf_core.predict._features.window` only, so the cost is bounded), hashed
   with CRC-32 into ``n_buckets`` (a power of two).
-* :func:`fit_lexicon` fits ridge regression of a target (ln(1 + answer tokens), possibly
-  de-meaned per model) on the L2-normalised binary bucket vectors: weights float32
-  [n_buckets] and an intercept. Solved with ``scipy.sparse.linalg.lsqr`` (train extra).
+* :func:`sjf_lab.lexicon_fit.fit_lexicon` (tooling) fits the weights a :class:`Lexicon` holds.
 * :class:`Lexicon` scores texts: ``intercept + Σ w[b] / sqrt(#buckets)``, float64.
   :meth:`Lexicon.to_meta` / :meth:`Lexicon.from_meta` store it in ONNX metadata_props
   (float16, base64), so a model stays one file.
 
 The score is a feature for the trees (``lexicon`` column of layout ``v3``): a linear model
 over thousands of words generalises to unseen sources better than trees over 1,024 buckets.
-In training it is **cross-fitted** (each training prompt gets the score of a lexicon fitted
-without its fold) so the trees do not over-trust it.
+In training it is **cross-fitted** (:func:`sjf_lab.lexicon_fit.cross_fit_scores`: each training
+prompt gets the score of a lexicon fitted without its fold) so the trees do not over-trust it.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ import re
 from sjf_core.config import native_scan_disabled
 from sjf_core.predict._features import window
 
-__all__ = ["LEX_BUCKETS", "buckets_of", "fit_lexicon", "Lexicon", "cross_fit_scores"]
+__all__ = ["LEX_BUCKETS", "buckets_of", "Lexicon"]
 
 LEX_BUCKETS = 1 << 16
 _WORD = re.compile(rb"[a-z0-9_\x80-\xff]+")
@@ -72,16 +70,6 @@ def buckets_of(text: str, n_buckets: int = LEX_BUCKETS) -> np.ndarray:
     else:
         allb = uni
     return np.unique(allb.astype(np.int64))
-
-
-def _matrix(bucket_lists: Sequence[np.ndarray], n_buckets: int):
-    from scipy.sparse import csr_matrix
-
-    lens = np.array([len(b) for b in bucket_lists], dtype=np.int64)
-    indptr = np.concatenate([[0], np.cumsum(lens)])
-    indices = np.concatenate(bucket_lists) if len(bucket_lists) else np.zeros(0, np.int64)
-    data = np.repeat(1.0 / np.sqrt(np.maximum(lens, 1)), lens)
-    return csr_matrix((data, indices, indptr), shape=(len(bucket_lists), n_buckets))
 
 
 class Lexicon:
@@ -138,32 +126,3 @@ class Lexicon:
             return cls(w, float(meta.get("sjf.lexicon_intercept", "0")))
         except Exception as exc:
             raise ValueError(f"corrupt lexicon metadata: {exc}") from None
-
-
-def fit_lexicon(bucket_lists: Sequence[np.ndarray], y: np.ndarray, weights: np.ndarray | None = None,
-                alpha: float = 1.0, n_buckets: int = LEX_BUCKETS) -> Lexicon:
-    """Ridge regression of ``y`` [N] on the normalised bucket vectors (``alpha`` = L2 penalty)."""
-    from scipy.sparse import diags
-    from scipy.sparse.linalg import lsqr
-
-    y = np.asarray(y, dtype=np.float64)
-    X = _matrix(bucket_lists, n_buckets)
-    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
-    mu = float(np.average(y, weights=w))
-    sw = np.sqrt(w)
-    Xw = diags(sw) @ X
-    sol = lsqr(Xw, (y - mu) * sw, damp=float(np.sqrt(alpha)), atol=1e-4, btol=1e-4, iter_lim=150)[0]
-    return Lexicon(sol.astype(np.float32), mu)
-
-
-def cross_fit_scores(bucket_lists: Sequence[np.ndarray], y: np.ndarray, fold_of: np.ndarray,
-                     weights: np.ndarray | None = None, alpha: float = 1.0, n_buckets: int = LEX_BUCKETS) -> np.ndarray:
-    """Out-of-fold lexicon scores float64 [N]: row i scored by a lexicon fitted without fold ``fold_of[i]``."""
-    out = np.zeros(len(y))
-    for f in np.unique(fold_of):
-        tr = np.flatnonzero(fold_of != f)
-        te = np.flatnonzero(fold_of == f)
-        lex = fit_lexicon([bucket_lists[i] for i in tr], y[tr], None if weights is None else weights[tr], alpha,
-                          n_buckets)
-        out[te] = [lex.score_buckets(bucket_lists[i]) for i in te]
-    return out

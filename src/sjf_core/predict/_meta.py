@@ -17,10 +17,14 @@ Documented inputs (all optional; bad values are ignored, never an error):
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Mapping
 
+from sjf_core._faults import note_fault
 from sjf_core.policy._policies import RequestMeta
+
+log = logging.getLogger("sjf_core.predict")
 
 PRIORITY_HEADER = "x-sjf-priority"
 DEADLINE_HEADER = "x-sjf-deadline-s"
@@ -83,6 +87,7 @@ def request_meta(body: Any, headers: Mapping[str, str] | None = None) -> Request
         try:
             lower = {str(k).lower(): v for k, v in headers.items()}
         except Exception:
+            note_fault(log, "request headers unreadable; scheduling headers ignored")
             lower = {}
         if priority is None:
             priority = _as_int(lower.get(PRIORITY_HEADER))

@@ -23,6 +23,7 @@ A regressor's estimate from **text** (:meth:`Predictor.predict`, :meth:`Predicto
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from sjf_core._faults import note_fault
 from sjf_core.predict._estimate import Knots, base_many, base_one, class_probs, class_probs_many, with_stated
 from sjf_core.predict._layouts import Layout
 from sjf_core.predict._model_file import (  # noqa: F401  (re-exported: the model-file names callers use)
@@ -37,6 +39,8 @@ from sjf_core.predict._model_file import (  # noqa: F401  (re-exported: the mode
     PredictorError, calibrated_log1p, default_model_path, open_model, read_model_info)
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.predict._stated import read_size
+
+log = logging.getLogger("sjf_core.predict")
 
 __all__ = [
     "Predictor", "PredictorError", "ModelInfo", "load_predictor", "default_model_path", "read_model_info",
@@ -195,6 +199,7 @@ class Predictor:
             self._session.run_with_iobinding(io)
             b = (xin, yout, io)
         except Exception:  # e.g. a ZipMap (sequence) output cannot be bound: plain run()
+            note_fault(log, "onnxruntime I/O binding unavailable for this model; plain run()", level=logging.INFO)
             self._bind_ok = False
             return None
         self._tls.bind = b

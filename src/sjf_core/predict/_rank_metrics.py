@@ -1,7 +1,9 @@
-"""Ranking metrics of a length predictor (DESIGN.md "Metrics"; paper Eq. 2).
+"""The ranking accuracy of a length predictor (paper Eq. 2), which the runtime uses too (the
+length memory's gate, :mod:`sjf_core.memory._gate`). The evaluation-only metrics (Kendall
+τ-b, class accuracy) are in :mod:`sjf_lab.rank_metrics`.
 
-All functions take plain arrays: ``scores`` (higher = predicted longer) and the true
-answer ``tokens`` of the same rows.
+It takes plain arrays: ``scores`` (higher = predicted longer) and the true answer
+``tokens`` of the same rows.
 """
 
 from __future__ import annotations
@@ -10,13 +12,7 @@ import numpy as np
 
 from sjf_core.policy._entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
 
-__all__ = ["ranking_accuracy", "kendall_tau_b", "class_accuracy", "true_classes"]
-
-
-def true_classes(tokens, bounds=(SHORT_MAX_TOKENS, LONG_MIN_TOKENS)) -> np.ndarray:
-    """Class index per row: 0 Short (< bounds[0]), 1 Medium, 2 Long (>= bounds[1]); int64 [N]."""
-    t = np.asarray(tokens, dtype=np.float64)
-    return np.where(t < bounds[0], 0, np.where(t < bounds[1], 1, 2)).astype(np.int64)
+__all__ = ["ranking_accuracy"]
 
 
 def ranking_accuracy(scores, tokens, bounds=(SHORT_MAX_TOKENS, LONG_MIN_TOKENS)) -> tuple[float, int, int]:
@@ -43,23 +39,3 @@ def ranking_accuracy(scores, tokens, bounds=(SHORT_MAX_TOKENS, LONG_MIN_TOKENS))
         return float("nan"), len(short), len(long_)
     below = np.searchsorted(short, long_, side="left")  # Short scores strictly below each Long score
     return float(below.sum()) / (len(short) * len(long_)), len(short), len(long_)
-
-
-def kendall_tau_b(scores, tokens) -> float:
-    """Kendall τ-b between scores and true tokens (all rows, ties handled); NaN if undefined."""
-    from scipy.stats import kendalltau
-
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    t = np.asarray(tokens, dtype=np.float64).ravel()
-    if len(s) < 2:
-        return float("nan")
-    res = kendalltau(s, t, variant="b")
-    return float(res.statistic if hasattr(res, "statistic") else res[0])
-
-
-def class_accuracy(probs, tokens, bounds=(SHORT_MAX_TOKENS, LONG_MIN_TOKENS)) -> float:
-    """3-class accuracy of argmax(probs) [N, 3] against the true classes; NaN if N == 0."""
-    p = np.asarray(probs)
-    if len(p) == 0:
-        return float("nan")
-    return float(np.mean(np.argmax(p, axis=1) == true_classes(tokens, bounds)))

@@ -32,8 +32,13 @@ scheduler treats as unscored (FCFS order, DESIGN.md invariant 5).
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Mapping
+
+from sjf_core._faults import note_fault
+
+log = logging.getLogger("sjf_core.predict")
 
 __all__ = ["scored_text", "INSTRUCTION_CHARS", "ScoredText", "strip_blocks"]
 
@@ -222,4 +227,5 @@ def scored_text(body: Any, endpoint: str = "chat/completions") -> str | None:
                 return text
         return None
     except Exception:  # pragma: no cover - defensive: never fail a request
+        note_fault(log, "request text could not be read; the request is unscored")
         return None

@@ -40,8 +40,9 @@ REQUEST_OVERHEAD_TOKENS = 16.0
 TOKEN_KEY_SPAN = 1040.0
 
 #: Parameters of every rule as the Redis store's scripts take them; a rule's :meth:`wire`
-#: overrides its own, the others keep these (unused) values.
-WIRE_DEFAULTS: dict[str, Any] = {"promotion": "strict", "k": 1, "key_span": 1.0, "horizon": 8.0, "slack": 0.0,
+#: overrides its own, the others keep these (unused) values. The rule's name is the
+#: ``promotion`` field of every :meth:`wire`, never a default.
+WIRE_DEFAULTS: dict[str, Any] = {"k": 1, "key_span": 1.0, "horizon": 8.0, "slack": 0.0,
                                  "floor": 1.0, "slowdown": 8.0, "work_slack": 0.2, "max_wait_s": None}
 
 

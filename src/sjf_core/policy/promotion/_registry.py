@@ -43,11 +43,12 @@ def with_max_wait(rule: PromotionRule, max_wait_s: float | None) -> PromotionRul
     return MaxWait(rule, max_wait_s)
 
 
-def make_promotion(name: str = "strict", *, k: int = 2, key_span: float = 1.0,
+def make_promotion(name: str | None = None, *, k: int = 2, key_span: float = 1.0,
                    horizon: float = DEFAULT_AGING_HORIZON, slack: float = DEFAULT_FCFS_SLACK,
                    floor: float = DEFAULT_FCFS_FLOOR, slowdown: float = DEFAULT_SLOWDOWN,
                    work_slack: float = DEFAULT_WORK_SLACK, max_wait_s: float | None = None) -> PromotionRule:
-    """A fresh strategy of rule ``name`` (one of :data:`PROMOTIONS`), with ``max_wait_s``.
+    """A fresh strategy of rule ``name`` (one of :data:`PROMOTIONS`; None:
+    :data:`sjf_core.config.DEFAULT_PROMOTION`), with ``max_wait_s``.
 
     Args:
         k: "one-in-k" (int >= 1). key_span: "aging" / "work-aging" key units (> 0).
@@ -58,6 +59,10 @@ def make_promotion(name: str = "strict", *, k: int = 2, key_span: float = 1.0,
     Raises:
         ValueError: unknown rule, or any option out of its range (named in the message).
     """
+    if name is None:
+        from sjf_core.config import DEFAULT_PROMOTION  # config imports the policy layer: not at import time
+
+        name = DEFAULT_PROMOTION
     if name not in RULES:
         raise ValueError(f"promotion must be one of {PROMOTIONS}, got {name!r}")
     # every rule is built, so each validates its own options (cheap: empty heaps)

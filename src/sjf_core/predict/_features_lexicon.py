@@ -1,5 +1,7 @@
-"""Feature layout "v3": v2 (:mod:`sjf_core.predict._features_v2`, columns 0–1064 unchanged) plus explicit
-length targets and the instruction / pasted-material split (issue 13).
+"""The feature layouts with a lexicon column: "v2l" (the shipped default model's: v2 plus the
+lexicon score) and "v3" (v2 plus length targets, the instruction / pasted-material split and
+the lexicon score; issue 13). Both keep v2's columns (:mod:`sjf_core.predict._features_v2`,
+0–1064) unchanged; the lexicon is :mod:`sjf_core.predict._lexicon`.
 
 Contract: :func:`extract_v3` maps a str to float32 [:data:`N_FEATURES_V3`]; columns 0–18 are
 the paper's v1 features, 0–1064 the v2 features (C accelerator when built), then the groups
