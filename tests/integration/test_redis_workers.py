@@ -155,10 +155,13 @@ HOLD = "Hold the backend for a moment, please."
 
 
 def predicted_keys(prompts):
+    """The default policy's (``sjf-tokens``) ordering key of each prompt: its expected tokens. (With
+    a stated size P(Long) is sharper than the model's, so P(Long) need not order a mixed burst the
+    same way; docs/predictor.md, "Stated answer sizes".)"""
     from sjf_core.predict._predictor import load_predictor
 
     p = load_predictor()
-    return {t: p.predict(t).p_long for t in prompts}
+    return {t: p.predict(t).expected_tokens for t in prompts}
 
 
 @pytest.fixture(scope="module")
