@@ -151,3 +151,27 @@ async def test_a_gated_request_releases_exactly_once_on_every_path(emulator_fact
     assert emu.stats()["max_in_flight"] == 1
     t = openai_sjf.transport_of(client).stats
     assert t.gated == 6 and t.orphans == 2 and t.probes_ok == 2
+
+
+async def test_a_bug_in_the_redis_store_on_half_the_requests_keeps_one_in_flight(emulator_factory, redis_url,
+                                                                                   monkeypatch):
+    """A fault of the store that is not a Redis error (so not its fail-open): counted as "store"."""
+    from sjf_core.admission._redis_grant import RedisGrants
+
+    real, n = RedisGrants._acquire, [0]
+
+    async def buggy(self, t):
+        n[0] += 1
+        if n[0] % 2:
+            raise TypeError("bug in the store")
+        return await real(self, t)
+
+    monkeypatch.setattr(RedisGrants, "_acquire", buggy)
+    emu = await emulator_factory(tokens_per_s=400)
+    sched = Scheduler(predictor=None, plugins=False, redis_url=redis_url)
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0), scheduler=sched)
+    assert await _burst(client) == [20] * N
+    st = emu.stats()
+    assert st["max_in_flight"] == 1 and st["served"] == N, st["max_in_flight"]
+    assert sched.last_resort.counts["store"] == N // 2
+    await until(lambda: sched.last_resort.ledger(emu.base_url).used == 0)
