@@ -181,8 +181,7 @@ def mount_status_routes(handler: Any) -> bool:
             route.app = with_basic_auth(route.app, challenge, names)
             routes.append(route)
         app.router.routes[:0] = routes
-        log.info("litellm_sjf: queue status page %s, JSON at %sstatus (the master key or an admin key)",
-                 page_url(), PAGE_PATH)
+        log.debug("litellm_sjf: status routes mounted at %s", PAGE_PATH)  # the start-up line names them
         return True
     except Exception as exc:  # an other LiteLLM: the status stays on SJF_STATUS_PORT only
         log.warning("litellm_sjf: could not add /sjf/status to the proxy's port (%s); set SJF_STATUS_PORT "

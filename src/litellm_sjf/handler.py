@@ -43,7 +43,7 @@ from ._routes import mount_status_routes
 from ._stats import HandlerStats, TokenRates
 from ._stream_pump import StreamPump, backend_answered, passthrough, quiet_superseded_log, refusal_http_error
 from .settings import PluginSettings, load_settings
-from ._startup import run_startup_checks
+from ._startup import log_startup_line, run_startup_checks
 from ._status import handler_status, live_status, start_status_server
 
 __all__ = ["SJFHandler", "ENDPOINTS"]
@@ -92,10 +92,11 @@ class SJFHandler(CustomLogger):
                 return
             self._started = True
         self._note_loop()
-        mount_status_routes(self)
+        on_proxy = mount_status_routes(self)
         quiet_superseded_log()
         if self.settings.status_port is not None:
             self._status_server = start_status_server(self, self.settings.status_port)
+        log_startup_line(self.settings, on_proxy)
         run_startup_checks(self.settings)
         if not self.settings.disabled:
             self._sched.preload_in_background()

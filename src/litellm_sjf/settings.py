@@ -35,10 +35,12 @@ env var                    file key                         meaning (default)
                                                             i.e. when the backend is really idle), "drain" (read
                                                             an orphaned stream to its end; non-streamed: probe)
                                                             or "release" (free it at once)
-``SJF_PROBE_TIMEOUT_S``    ``probe_timeout_s``              600: longest wait for a probe; after it the slot is
-                                                            left to its lease (``lease_ttl_s``)
+``SJF_PROBE_TIMEOUT_S``    ``probe_timeout_s``              600: longest wait for a probe; after it (or an error
+                                                            answer) the slot is freed at the orphan's estimated
+                                                            end, the probe retried meanwhile
 ``SJF_LEASE_TTL_S``        ``lease_ttl_s``                  900: a running ticket not released nor renewed in
-                                                            this many seconds is force-released (safety net)
+                                                            this many seconds is force-released (safety net of a
+                                                            lost release; longer than a non-streamed answer)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
                                                             :class:`sjf_core.admission._overload.OverloadConfig` fields, e.g.

@@ -34,8 +34,8 @@ class WrapOptions:
     #: known to stop at once) or "drain" (read the rest in the background, free at its end).
     #: A non-streamed call cancelled or timed out after it was sent always probes.
     on_close: str = ON_CLOSE[0]
-    #: Seconds an idle probe may take (> 0); then the slot falls back to the queue's lease
-    #: (``lease_ttl_s``), or is released without one.
+    #: Seconds an idle probe may take (> 0); then, or after an error answer, the slot is
+    #: released at the orphan's estimated end (docs/openai_sjf.md "Orphaned calls").
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
     #: Concurrent requests the backend gets (an integer >= 1), set when this wrap creates the
     #: backend's queue; None: the configured slots (default 1, a serial backend).

@@ -23,6 +23,7 @@ Rules (one process):
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from sjf_core import Scheduler, backend_key, default_scheduler
 from sjf_core.config import SchedulerConfig
 
+log = logging.getLogger("openai_sjf")
 _lock = threading.Lock()
 #: the options of :func:`scheduler_for`, in the order of the tuples kept below
 OPTION_NAMES = ("slots", "policy", "tau", "predictor", "fairness", "default_priority", "default_deadline_s",
@@ -106,6 +108,8 @@ def _new_scheduler(policy, tau, predictor, fairness, default_priority, default_d
     if default_priority is not None or default_deadline_s is not None:
         given["defaults"] = {"priority": default_priority, "deadline_s": default_deadline_s}
     config = SchedulerConfig.from_env().replace(**given)
+    for w in config.warnings:  # e.g. a misspelt SJF_* name: said once, at start-up
+        log.warning("SJF settings: %s", w)
     return Scheduler(config, predictor=base.predictor if predictor is None else predictor)
 
 

@@ -52,7 +52,7 @@ def build(cls, raw: dict, where: dict, base: Any) -> Any:
     backends, warnings = _v.merge_backends(dict(base.backends), raw.get("backends") or {},
                                           raw.get("backend_slots_env") or {}, probe.queue_key, w, BackendConfig)
     c["backends"] = MappingProxyType(backends)
-    c["warnings"] = tuple(base.warnings) + tuple(warnings)
+    c["warnings"] = tuple(base.warnings) + tuple(raw.get("read_warnings") or ()) + tuple(warnings)
     if "redis_url" in raw:
         c["redis_url"] = str(raw["redis_url"]) if raw["redis_url"] else None
     if raw.get("redis"):

@@ -104,8 +104,7 @@ class Scheduler:
 
     # ---- composition -------------------------------------------------------------------
     @property
-    def redis_url(self) -> str | None:
-        """The Redis store's URL, or None (in-process queues)."""
+    def redis_url(self) -> str | None:  # the Redis store's URL, or None (in-process queues)
         return self.config.redis_url
 
     @property
@@ -335,7 +334,10 @@ def default_scheduler() -> Scheduler:
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Scheduler(SchedulerConfig.from_env())
+                cfg = SchedulerConfig.from_env()
+                for w in cfg.warnings:  # e.g. a misspelt SJF_* name: said once, at start-up
+                    log.warning("SJF settings: %s", w)
+                _default = Scheduler(cfg)
     return _default
 
 

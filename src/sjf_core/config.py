@@ -13,7 +13,10 @@ Contract:
   into typed, frozen settings the runtime takes as they are: :class:`PromotionSettings`,
   :class:`RedisSettings`, :class:`BackendConfig` per queue key (the normalised base URL, or
   ``queue:NAME``), ``OverloadConfig``, ``RateLimit``, ``Fairness``, ``IntentDefaults``. A bad
-  value raises :class:`ValueError` naming the setting (the env var, or the file and its key).
+  value raises :class:`ValueError` naming the setting (the env var, or the file and its key);
+  an unknown key of the file is an error naming the closest known key, an unknown ``SJF_*``
+  variable a warning in ``warnings`` (with the closest known name); Redis and backend URLs
+  must parse.
 
 Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`,
 ``docs/operations.md``); the switches read at use time are here too: :func:`native_scan_disabled`,
@@ -275,6 +278,7 @@ class SchedulerConfig:
         if path:
             raw, where = _r.read_file(path)
         _r.apply_env(raw, where, env)
+        raw["read_warnings"] = _r.unknown_env(env)
         return cls._build(raw, where)
 
     @classmethod

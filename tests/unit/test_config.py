@@ -82,16 +82,12 @@ def test_a_bad_env_value_names_its_variable(env, named):
         SchedulerConfig.from_env(env)
 
 
-_NO_PATH = pytest.mark.xfail(strict=True, reason="issue 20: unknown-key errors name SJF_CONFIG but not the "
-                                                "file (branch failsafe reworks unknown keys)")
-
-
 @pytest.mark.parametrize("text, named", [
     ("slots: 0\n", "'slots'"), ("tau: soon\n", "'tau'"), ("lease_ttl_s: -3\n", "'lease_ttl_s'"),
     ("overload: {bogus: 1}\n", "'overload'"),
-    pytest.param("bogus: 1\n", "unknown keys ['bogus']", marks=_NO_PATH),
+    ("bogus: 1\n", "unknown keys ['bogus']"),
     ("backends: {http://h/v1: {slots: none}}\n", "'backends'"),
-    pytest.param("backends: {http://h/v1: {speed: 3}}\n", "unknown keys ['speed']", marks=_NO_PATH),
+    ("backends: {http://h/v1: {speed: 3}}\n", "unknown keys ['speed']"),
     ("redis_url: redis://h/0\nredis: {lease: 4}\n", "unknown Redis options"),
 ])
 def test_a_bad_file_value_names_the_file_and_its_key(tmp_path, text, named):

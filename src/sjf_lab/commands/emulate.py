@@ -29,6 +29,11 @@ def add_arguments(p) -> None:
     p.add_argument("--tick-s", type=float, default=0.02, help="emission tick in seconds (default 0.02)")
     p.add_argument("--first-token-s", type=float, default=0.0, help="extra delay before the first token, seconds")
     p.add_argument("--model", default="emulator", help="model id listed by /v1/models")
+    p.add_argument("--probe-fault", choices=("500", "503", "429", "timeout"), default=None,
+                   help="what the idle probes of sjf_core get (default: a normal answer)")
+    p.add_argument("--probe-fault-at", choices=("slot", "arrival"), default="slot",
+                   help="probe fault once the probe holds its slot (default), or at once without a slot")
+    p.add_argument("--probe-fault-rate", type=float, default=1.0, help="share of probes that get the fault (1)")
 
 
 NO_TRACE_WARNING = ("sjf emulate: no --trace: every prompt gets a random answer length (drawn from its hash), "
@@ -51,7 +56,8 @@ def run(args) -> int:
     try:
         cfg = EmulatorConfig(tokens_per_s=args.tokens_per_s, slots=args.slots, trace=trace, seed=args.seed,
                              on_disconnect=args.on_disconnect, tick_s=args.tick_s, trace_records=records,
-                             first_token_s=args.first_token_s, model=args.model)
+                             first_token_s=args.first_token_s, model=args.model, probe_fault=args.probe_fault,
+                             probe_fault_at=args.probe_fault_at, probe_fault_rate=args.probe_fault_rate)
         emu = Emulator(cfg)
     except (ValueError, OSError) as exc:
         print(f"sjf emulate: {exc}")
