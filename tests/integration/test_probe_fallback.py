@@ -130,7 +130,8 @@ def test_start_up_logs_one_info_line_and_warns_of_the_misspelt_setting(pf):
     log = pf.proxy.log_text().splitlines()
     loaded = [x for x in log if "litellm_sjf loaded:" in x]
     assert len(loaded) == 1 and loaded[0].startswith("INFO"), "\n".join(log)
-    assert ("policy sjf-tokens, guard work-bound (tau off), slots 1 per backend, memory on, store in-process, "
-            f"status on http://127.0.0.1:{pf.status_port}/sjf/status") in loaded[0]
+    assert "policy sjf-tokens, guard work-bound (tau off), slots 1 per backend, memory on, store in-process, " in loaded[0]
+    assert f"status page http://127.0.0.1:{pf.proxy.port}/sjf/ (JSON at /sjf/status; the master key)" in loaded[0], loaded[0]
+    assert loaded[0].endswith(f"status on http://127.0.0.1:{pf.status_port}/sjf/status"), loaded[0]
     warned = [x for x in log if "SJF_SLOT " in x]
     assert len(warned) == 1 and "did you mean SJF_SLOTS?" in warned[0] and warned[0].startswith("WARNING")
