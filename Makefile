@@ -1,7 +1,8 @@
 # Fresh-machine entry points. `make demo` runs the main job on its embedded default;
 # `make test` runs the test suite (tests/unit and tests/integration, with a per-test timeout
 # from pyproject and the 15 slowest tests listed), starting a throw-away redis-server for it, then the
-# openai wrapper's tests again against the newest openai 3.x (`make test-openai3`).
+# openai wrapper's tests again against the newest openai 3.x (`make test-openai3`) and the plugin's
+# proxy tests against the newest LiteLLM (`make test-litellm-newest`).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -11,11 +12,21 @@ VENV3  ?= .venv-openai3
 PY3    := $(VENV3)/bin/python
 STAMP3 := $(VENV3)/.installed-$(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
 OPENAI3 ?= openai>=3,<4
+# The newest LiteLLM in its own venv (the `dev` extra pins 1.106.12): the plain `litellm` wheel
+# (it ships the proxy) plus its `proxy` extra's dependencies by name, without the `litellm-proxy`
+# meta-package (scripts/litellm_proxy_deps.py reads them from the installed wheel's metadata).
+VENVL  ?= .venv-litellm-newest
+PYL    := $(VENVL)/bin/python
+STAMPL := $(VENVL)/.installed-$(shell cat pyproject.toml setup.py scripts/litellm_proxy_deps.py | cksum | cut -d' ' -f1)
+LITELLM_NEWEST ?= litellm>=1.106.0,!=1.107.0
+# The core proxy tests: SJF order of a held burst, slots, release on every path, streams, τ,
+# 429 (test_litellm_plugin); the status route and page on the proxy port (test_litellm_ops).
+LITELLM_NEWEST_TESTS ?= tests/integration/test_litellm_plugin.py tests/integration/test_litellm_ops.py
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 
-.PHONY: install demo test test-suite test-openai3 bench clean
+.PHONY: install demo test test-suite test-openai3 test-litellm-newest bench clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +39,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/sjf demo
 
-test: test-suite test-openai3
+test: test-suite test-openai3 test-litellm-newest
 
 test-suite: $(STAMP)
 	bash scripts/ensure_redis.sh
@@ -47,5 +58,22 @@ test-openai3: $(STAMP3)
 	$(PY3) -c 'import openai, httpx2; print("openai", openai.__version__, "on httpx2", httpx2.__version__)'
 	$(PY3) -m pytest -q --durations=15 tests/integration/test_openai_wrapper.py tests/integration/test_tenants_wrapper.py
 
+# `pip install -e ".[litellm]"` must keep the newest LiteLLM (and its openai 3.x): checked here.
+$(STAMPL): pyproject.toml setup.py scripts/litellm_proxy_deps.py
+	test -x $(PYL) || $(PYTHON) -m venv $(VENVL)
+	$(PYL) -m pip install -q --upgrade pip
+	$(PYL) -m pip install -q --upgrade "$(LITELLM_NEWEST)"
+	$(PYL) scripts/litellm_proxy_deps.py > $(VENVL)/proxy-requirements.txt
+	$(PYL) -m pip install -q -r $(VENVL)/proxy-requirements.txt
+	$(PYL) -c 'from importlib.metadata import version as v; print(v("litellm"), v("openai"))' > $(VENVL)/before.txt
+	$(PYL) -m pip install -q -e ".[litellm,lab,test]"
+	$(PYL) -c 'from importlib.metadata import version as v; print(v("litellm"), v("openai"))' | cmp -s - $(VENVL)/before.txt || { \
+	  echo "make test-litellm-newest: pip install -e .[litellm] changed litellm/openai from $$(cat $(VENVL)/before.txt)" >&2; exit 1; }
+	rm -f $(VENVL)/.installed-*; touch $@
+
+test-litellm-newest: $(STAMPL)
+	$(PYL) -c 'from importlib.metadata import version as v; print("litellm", v("litellm"), "openai", v("openai"), "(kept by pip install -e .[litellm])")'
+	$(PYL) -m pytest -q --durations=5 $(LITELLM_NEWEST_TESTS)
+
 clean:
-	rm -rf $(VENV) $(VENV3) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV3) $(VENVL) build dist src/*.egg-info .pytest_cache

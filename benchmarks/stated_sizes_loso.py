@@ -11,6 +11,8 @@ repository). Then, on the same rows:
   fitted on the *other* families (cross-fitted), and the prompt's stated size
   (:mod:`sjf_core.predict._stated`) combined with it.
 
+Also the prompts of the data that state a size, against their real answers (within 2x, τ-b).
+
 Prints the LOSO macro table (row-level Eq. 2, within-model Eq. 2, τ-b; 200 bootstrap resamples),
 the decile calibration (predicted vs observed median and mean tokens) for ShareGPT, arena and
 all families, before and after, and writes the spread knots fitted on all families
@@ -45,10 +47,17 @@ def _oof(args, ds):
     return {"oof": out}
 
 
+class _Bounds:  # what with_stated reads of a model's Knots: the class bounds in ln(1 + tokens)
+    ln_lo, ln_hi = np.log1p(200.0), np.log1p(800.0)
+
+
+_KNOTS = _Bounds()
+
+
 def _after(per, ds, weights_fn, read: bool):
     """Row scores after: cross-fitted calibration maps + stated sizes. Returns {fam: (loc, sig, exp)}."""
     from sjf_core.predict._calibration import fit_calibration
-    from sjf_core.predict._estimate import with_stated
+    from sjf_core.predict._estimate import Estimate, with_stated
     from sjf_core.predict._model_file import calibrated_log1p, spread_at
     from sjf_core.predict._stated import read_size
     from sjf_lab.calibrate import fit_spread
@@ -70,8 +79,39 @@ def _after(per, ds, weights_fn, read: bool):
                 if k not in sizes:
                     sizes[k] = read_size(ds.group_example(k).prompt)
                 if sizes[k] is not None:
-                    loc[i], sig[i], exp[i] = with_stated(loc[i], sig[i], exp[i], sizes[k])
+                    est = with_stated(Estimate(loc[i], sig[i], exp[i], 0.0, 0.0), sizes[k], _KNOTS)
+                    loc[i], sig[i], exp[i] = est.loc, est.sig, est.expected
         out[f] = (loc, sig, exp)
+    return out
+
+
+def _found(per, ds, before, after) -> dict:
+    """Prompts of the data that state a size, against their real answers (median over a prompt's
+    rows): share of predictions within 2x and Kendall tau-b, out-of-family, before vs after."""
+    from sjf_lab.rank_metrics import kendall_tau_b
+    from sjf_core.predict._stated import read_size
+
+    rows: dict[str, list] = {"count": [], "closed": [], "vague": []}
+    for f, o in per.items():
+        first: dict[str, list] = {}
+        for i, k in enumerate(o["keys"]):
+            first.setdefault(k, []).append(i)
+        for k, idx in first.items():
+            s = read_size(ds.group_example(k).prompt)
+            if s is not None:
+                rows[s.kind].append((before[f][2][idx[0]], after[f][2][idx[0]], float(np.median(o["tokens"][idx]))))
+    out = {}
+    for kind, r in rows.items():
+        a = np.array(r)
+        obs = np.maximum(a[:, 2], 1.0)
+        for j, when in ((0, "before"), (1, "after")):
+            ratio = np.maximum(a[:, j], 1.0) / obs
+            out[f"{kind} {when}"] = {"prompts": len(a), "within_2x": float(np.mean((ratio >= 0.5) & (ratio <= 2))),
+                                     "tau_b": float(kendall_tau_b(a[:, j], a[:, 2])),
+                                     "median_ratio": float(np.median(ratio))}
+            print(f"found {kind:<7}{when:<7} prompts {len(a):>4}  within 2x of the real answer "
+                  f"{100 * out[f'{kind} {when}']['within_2x']:5.1f}%  tau-b {out[f'{kind} {when}']['tau_b']:.3f}  "
+                  f"median predicted/real {out[f'{kind} {when}']['median_ratio']:.2f}")
     return out
 
 
@@ -97,7 +137,7 @@ def _deciles(per, name, pick):
 def _test_split(ds, before_model: str) -> dict:
     """Deciles on the fixed split's test prompts of ShareGPT and arena: the model file
     ``before_model`` without stated sizes vs the shipped model with them."""
-    from sjf_core.predict._estimate import base_many, with_stated
+    from sjf_core.predict._estimate import Estimate, Knots, base_many, with_stated
     from sjf_core.predict._predictor import Predictor, load_predictor
     from sjf_core.predict._stated import read_size
     from sjf_lab.calibrate import decile_report
@@ -116,10 +156,12 @@ def _test_split(ds, before_model: str) -> dict:
             p.read_sizes = sizes
             x = p.features_many([t for _, t in texts])
             mu = p._run(x)
-            loc, sig, mean = base_many(mu, p.info)
+            kn = Knots(p.info)
+            loc, sig, mean, _, _ = base_many(mu, p.info, kn)
             if sizes:
                 for i, (_, t) in enumerate(texts):
-                    loc[i], sig[i], mean[i] = with_stated(loc[i], sig[i], mean[i], read_size(t))
+                    est = with_stated(Estimate(loc[i], sig[i], mean[i], 0.0, 0.0), read_size(t), kn)
+                    loc[i], mean[i] = est.loc, est.expected
             med = np.expm1(loc)
             ri = np.array([idx[r.key] for r in rows])
             res[when] = decile_report(med[ri], mean[ri], tok, w)
@@ -163,6 +205,7 @@ def main() -> int:
     res = {"macro": {"before (model score)": _macro(per, {f: o["scores"] for f, o in per.items()}),
                      "after: calibration only": _macro(per, {f: v[2] for f, v in after_cal.items()}),
                      "after: calibration + stated sizes": _macro(per, {f: v[2] for f, v in after.items()})}}
+    res["found"] = _found(per, ds, after_cal, after)
     aft = {f: (np.expm1(v[0]), v[2]) for f, v in after.items()}
     res["deciles"] = {grp: {"before": _deciles(per, before, pick), "after": _deciles(per, aft, pick)}
                       for grp, pick in (("sharegpt", lambda f: f == "sharegpt"), ("arena", lambda f: f == "arena"),

@@ -19,7 +19,12 @@ import sys
 import numpy as np
 
 from sjf_core.admission._overload import OverloadConfig
-from sjf_core.policy._policies import POLICIES, RequestMeta, make_policy
+from sjf_core.policy._policies import POLICIES, RequestMeta
+
+try:  # typed settings (issue 24): the flat options go through the tooling's policy_of
+    from sjf_lab.sim.policies import policy_of as make_policy
+except ImportError:  # the code before it: make_policy took the flat options
+    from sjf_core.policy._policies import make_policy
 from sjf_core.policy.promotion import PROMOTIONS
 from sjf_lab.sim import PredictorModel, WorkloadSpec, burst_workload, poisson_workload, simulate
 

@@ -13,10 +13,11 @@ import sys
 
 from sjf_core.predict._prediction import Prediction
 from sjf_core.admission._redis import RedisAdmissionQueue
+from sjf_core.config import RedisSettings
 
 
 async def main(url: str, backend: str, hold_s: float, lease_ttl_s: float, waiter_ttl_s: float, p_long: float) -> int:
-    q = RedisAdmissionQueue(url, slots=1, name=backend, redis_lease_ttl_s=lease_ttl_s, waiter_ttl_s=waiter_ttl_s)
+    q = RedisAdmissionQueue(url, slots=1, name=backend, options=RedisSettings(redis_lease_ttl_s=lease_ttl_s, waiter_ttl_s=waiter_ttl_s))
     t = q.ticket(Prediction.from_probs([1 - p_long, 0.0, p_long]))
     task = asyncio.create_task(t.acquire())
     while (t.redis is None or t.redis.rid is None) and not task.done():

@@ -38,7 +38,13 @@ def _handler(start: bool) -> "SJFHandler":
 
     with _lock:
         if _instance is None:
-            _instance = SJFHandler()
+            try:
+                _instance = SJFHandler()
+            except ValueError as exc:  # a bad setting: one short line first, then LiteLLM's traceback
+                from ._startup import fatal
+
+                fatal(exc)
+                raise
         inst = _instance
     if start:
         inst.start()

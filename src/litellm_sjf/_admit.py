@@ -15,7 +15,10 @@
   slots, shared with the normal queue), never unscheduled.
 
 A retry of the same call on the same backend keeps its slot; a re-run on another backend
-(fallback) hands the old slot back first. A request LiteLLM is certain to reject after
+(fallback) hands the old slot back first. A refused call stays refused: LiteLLM's router
+retries a 409 or a 429 like a backend's (``num_retries``, 2 unless set), and a retry of a
+call the plugin had forgotten would otherwise reach the backend unscheduled; it gets the
+same refusal at once (kept for :data:`REFUSAL_MEMORY_S`). A request LiteLLM is certain to reject after
 routing (:mod:`litellm_sjf._validate`) takes no ticket. ``slots: auto`` asks the backend
 once, before its queue is made (:func:`litellm_sjf._deployment.backend_slots`).
 """
@@ -45,6 +48,8 @@ ENDPOINTS = {
     "text_completion": "completions", "atext_completion": "completions",
     "responses": "responses", "aresponses": "responses",
 }
+#: how long a refusal is repeated to the router's retries of the same call (seconds)
+REFUSAL_MEMORY_S = 600.0
 #: request fields the queue may read (lengths, tenants, intent; never the prompt)
 META_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "metadata", "litellm_metadata")
 
@@ -64,6 +69,23 @@ class Admission:
         self.stats = stats
         self._auto_slots: dict[str, asyncio.Future] = {}
         self._spare: LastResort | None = None  # gates of the plugin's own, if no scheduler builds
+        #: litellm_call_id -> (refusal, when): what a router retry of a refused call gets
+        self._refused: dict[str, tuple[BaseException, float]] = {}
+
+    def _refuse(self, call: Call | None, exc: BaseException) -> None:
+        """Remember ``exc`` for the router's retries of ``call``; drop old refusals."""
+        now = time.monotonic()
+        if len(self._refused) > 256:
+            self._refused = {k: v for k, v in self._refused.items() if now - v[1] < REFUSAL_MEMORY_S}
+        if call is not None:
+            self._refused[call.cid] = (exc, now)
+
+    def _refused_before(self, kwargs: Any) -> BaseException | None:
+        cid = kwargs.get("litellm_call_id") if isinstance(kwargs, Mapping) else None
+        hit = self._refused.get(cid) if isinstance(cid, str) else None
+        if hit is None or time.monotonic() - hit[1] >= REFUSAL_MEMORY_S:
+            return None
+        return hit[0]
 
     # ---- pre-call -----------------------------------------------------------------------
     def remember(self, data: Any, call_type: Any, user_api_key_dict: Any) -> None:
@@ -130,6 +152,9 @@ class Admission:
     async def admit(self, kwargs: Any, call_type: Any) -> None:
         """Queue the call for a slot on the chosen backend and wait (module docstring).
         An internal fault of the queue sends it to the backend's last-resort gate."""
+        refused = self._refused_before(kwargs)
+        if refused is not None:  # the router retries a refusal: refused again, never sent
+            raise refused
         call = None
         try:
             with fail_open(self.stats, "litellm_sjf could not find a request's record; it passes unscheduled"):
@@ -146,10 +171,11 @@ class Admission:
                 raise
             except Exception as exc:
                 await self._gate(call, kwargs, exc)
-        except AdmissionRejected:
+        except AdmissionRejected as exc:
             self.stats.rejected_429 += 1
             if call is not None:
                 self.calls.release(call, None, "failure")
+            self._refuse(call, exc)
             raise
 
     async def _gate(self, call: Call, kwargs: Any, fault: BaseException) -> None:
@@ -235,9 +261,10 @@ class Admission:
             self.stats.cancelled_queued += 1
             self.calls.forget(call)
             raise
-        except Superseded:
+        except Superseded as exc:
             self.stats.superseded_409 += 1
             self.calls.forget(call)
+            self._refuse(call, exc)
             raise
         self.stats.admitted += 1
         call.acquired_wall = time.time()

@@ -39,19 +39,33 @@ def build_scheduler(settings: PluginSettings) -> Scheduler:
 
 
 class LazyScheduler:
-    """The plugin's scheduler, built from ``settings`` on first use (or given ready)."""
+    """The plugin's scheduler, built from ``settings`` on first use (or given ready).
+    ``on_build(scheduler)`` runs once with it, before :meth:`get` returns it (the plugin adds
+    its own queue listeners there); an error in it is logged, never raised."""
 
-    def __init__(self, settings: PluginSettings, scheduler: Scheduler | None = None):
+    def __init__(self, settings: PluginSettings, scheduler: Scheduler | None = None, on_build=None):
         self.settings = settings
         self._scheduler = scheduler
         self._lock = threading.Lock()
+        self._on_build = on_build
+        if scheduler is not None:
+            self._built(scheduler)
+
+    def _built(self, scheduler: Scheduler) -> None:
+        if self._on_build is not None:
+            try:
+                self._on_build(scheduler)
+            except Exception:
+                log.exception("litellm_sjf: setting up the scheduler's listeners failed")
 
     def get(self) -> Scheduler:
         """The scheduler, built now if need be (raises what :func:`build_scheduler` raises)."""
         if self._scheduler is None:
             with self._lock:
                 if self._scheduler is None:
-                    self._scheduler = build_scheduler(self.settings)
+                    sched = build_scheduler(self.settings)
+                    self._built(sched)
+                    self._scheduler = sched
         return self._scheduler
 
     def peek(self) -> Scheduler | None:

@@ -8,8 +8,11 @@ an answer nobody reads any more:
 * ``"probe"`` (default): keep the slot and send the backend one 1-token request of our
   own through the same deployment (:mod:`sjf_core.admission._probe`, at most one in flight
   per backend); a FIFO backend answers it only once the orphan is over. Released when the
-  probe returns; a probe that fails or takes over ``probe_timeout_s`` leaves the slot to
-  its lease (``lease_ttl_s``), which the wait renews meanwhile.
+  probe returns; after a probe that fails (an HTTP error answer) or takes over
+  ``probe_timeout_s``, at the orphan's estimated end (its expected answer, capped by its
+  ``max_tokens``, at the backend's measured tokens/s), or earlier when a retried probe
+  returns (:mod:`sjf_core.admission._orphan_hold`); never left to the lease, which the wait
+  renews meanwhile.
 * ``"drain"``: streams are read to their end by :mod:`litellm_sjf._stream_pump`; a
   non-streamed orphan is probed.
 * ``"release"`` (or a deployment without ``api_base``): release at the disconnect.
@@ -24,7 +27,7 @@ import asyncio
 import logging
 from typing import Any, Mapping
 
-from sjf_core import probe_gate
+from sjf_core import hold_until_idle, orphan_deadline, probe_gate
 
 from ._calls import Call, CallRegistry, usage_tokens
 from ._fail_open import fail_open, log_fault
@@ -114,32 +117,33 @@ class OrphanPolicy:
 
     async def _release_when_idle(self, call: Call, forget: bool, before) -> None:
         t = call.ticket
-        ok = False
+        outcome = None
         try:
             if before is not None:
                 try:
                     await asyncio.wait_for(before, CLOSE_WAIT_S)
                 except BaseException:
                     log.debug("closing an orphaned stream failed", exc_info=True)
-            timeout = self.settings.probe_timeout_s
-            wait = asyncio.ensure_future(probe_gate(call.backend).wait_idle(call.probe.sender(timeout), timeout))
-            every = max(0.05, self.settings.lease_ttl_s / 4)
-            while not wait.done():
-                await asyncio.wait({wait}, timeout=every)
-                if not wait.done():
-                    t.renew()  # the orphan may run longer than the lease
-            ok = wait.result()
+            outcome = await hold_until_idle(
+                probe_gate(call.backend), call.probe.sender, self.settings.probe_timeout_s,
+                lambda: self._deadline(call), renew=t.renew, renew_every_s=self.settings.lease_ttl_s / 4)
         except Exception:
             self.stats.fail_open += 1
-            log_fault("litellm_sjf idle probe failed")
+            log_fault("litellm_sjf idle probe failed; the slot is released")
         finally:
             call.draining = False
             call.orphaned = False
-            if ok:
+            if outcome in ("probe", "retry"):
                 self.stats.released_probe += 1
-                self.calls.release(call, None, "failure", forget=forget)
             else:
-                # the backend's state is unknown: the slot stays taken until its lease
-                # expires (lease_ttl_s), the safety net of every ticket
+                # the probes failed: released at the orphan's estimated end (or at once
+                # after a fault of ours), never left to the lease
                 self.stats.probe_failed += 1
-                self.calls.forget(call)
+            self.calls.release(call, None, "failure", forget=forget)
+
+    def _deadline(self, call: Call) -> float:
+        """When the orphan is expected to be over: its expected answer (capped by its
+        ``max_tokens``) at the backend's measured speed, from its dispatch."""
+        cap = next((call.meta_body[k] for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")
+                    if isinstance(call.meta_body.get(k), (int, float))), None)
+        return orphan_deadline(call.ticket, cap, self.calls.rates.as_dict().get(call.backend))

@@ -19,11 +19,17 @@ parsed config.yaml, a dict) finds:
 with (:func:`litellm_sjf._stream_pump.proxy_config_path`) and logs each warning once
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
 raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (no credentials).
+
+``startup_line(settings)`` is the one INFO line logged when the plugin is loaded: its
+effective policy, guard, slots per backend, memory on/off, store and where its status is
+served (:func:`status_location`, the one place that says where). ``fatal(exc)`` prints a
+configuration error as one short line on stderr, before the proxy's own traceback.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any, Mapping
 
 from sjf_core import backend_label
@@ -113,3 +119,75 @@ def run_startup_checks(settings: Any) -> list[str]:
     except Exception as exc:
         log.debug("start-up checks failed (%s)", type(exc).__name__)
         return []
+
+
+# ---- the start-up line and the fatal line -------------------------------------------------
+def status_location(settings: Any, on_proxy: bool = False) -> str:
+    """Where the plugin's status is served (the start-up line's last part): the page and JSON
+    on the proxy's own port when ``on_proxy`` (the routes were mounted), and/or the side port
+    of ``SJF_STATUS_PORT``."""
+    from ._routes import page_url
+
+    port = getattr(settings, "status_port", None)
+    where = [f"status page {page_url()} (JSON at /sjf/status; the master key)"] if on_proxy else []
+    if port is not None:
+        where.append(f"status on http://127.0.0.1:{port}/sjf/status")
+    return ", ".join(where) or "status not served (set SJF_STATUS_PORT)"
+
+
+def _slots(settings: Any) -> str:
+    per = ", ".join(f"{backend_label(k)}: {v}" for k, v in sorted(settings.backend_slots.items()))
+    return f"slots {settings.slots}" + (f" ({per})" if per else "") + " per backend"
+
+
+def _store(config: Any) -> str:
+    if not config.redis_url:
+        return "store in-process"
+    return f"store {backend_label(config.redis_url)} (fail_mode {config.redis.fail_mode})"
+
+
+def startup_line(settings: Any, on_proxy: bool = False) -> str:
+    """The plugin's one start-up line (module docstring); ``on_proxy``: the status routes are
+    mounted on the proxy's port. Never raises."""
+    try:
+        c = settings.config
+        if settings.disabled:
+            return f"litellm_sjf loaded, DISABLED (SJF_DISABLED): every request passes untouched; {status_location(settings, on_proxy)}"
+        if settings.scheduler_factory:
+            return (f"litellm_sjf loaded: scheduler from SJF_SCHEDULER_FACTORY {settings.scheduler_factory}; "
+                    f"{status_location(settings, on_proxy)}")
+        policy = c.make_policy()
+        rule = getattr(policy, "promotion", None)
+        rule = rule if isinstance(rule, str) else getattr(rule, "name", None) or "?"
+        return (f"litellm_sjf loaded: policy {c.policy}, guard {rule} (tau {c.tau}), {_slots(settings)}, "
+                f"memory {'on' if c.memory else 'off'}, {_store(c)}, {status_location(settings, on_proxy)}")
+    except Exception as exc:
+        return f"litellm_sjf loaded ({type(exc).__name__} while describing the settings)"
+
+
+def log_startup_line(settings: Any, on_proxy: bool = False) -> str:
+    """Log :func:`startup_line` at INFO, where the proxy's log shows it: when logging is not
+    configured (no handler anywhere, LiteLLM's default), the ``litellm_sjf`` logger gets one
+    on stderr at INFO. Returns the line."""
+    line = startup_line(settings, on_proxy)
+    if not log.handlers and not logging.getLogger().handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        log.addHandler(h)
+        if log.level == logging.NOTSET or log.level > logging.INFO:
+            log.setLevel(logging.INFO)
+    log.info("%s", line)
+    return line
+
+
+def fatal(exc: BaseException) -> str:
+    """Print a fatal configuration error as one short line on stderr (first, before the
+    proxy's traceback) and return it."""
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    line = f"litellm_sjf: FATAL configuration error, the proxy cannot start: {msg}"
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no usable stderr: the exception that follows still says it
+        pass
+    return line

@@ -39,7 +39,7 @@ class HandlerStats:
     drain_aborted: int = 0  # ... cut at drain_max_s
     drain_unavailable: int = 0  # the stream could not be kept open: probed instead
     orphan_probes: int = 0
-    probe_failed: int = 0  # the slot is left to its lease
+    probe_failed: int = 0  # probes failed: released at the orphan's estimated end
     probe_unavailable: int = 0  # no api_base to probe: released at once
     rejected_early: int = 0  # LiteLLM would refuse it before the backend: no slot
     fail_open: int = 0  # an internal fault, absorbed (the request goes on)

@@ -1,21 +1,34 @@
-"""The plugin's read-only status: :func:`handler_status`, and ``GET /sjf/status`` serving it.
+"""The plugin's read-only status: :func:`handler_status`, :func:`live_status`, and the
+``SJF_STATUS_PORT`` server.
 
-* :func:`handler_status` assembles ``SJFHandler.status()``: ``{"backends": {key: {"slots",
-  "in_flight", "waiting", "tau_s", "stats", "promotion", "slowdown"[, "tenants"]}},
-  "pools", "tracked_calls", "draining", "tokens_per_s", "counters", "probes", "memory",
-  "last_resort", "settings"}`` — numbers, names and hashes, never prompt text. ``promotion`` /
-  ``slowdown`` per backend are the rule its queue's policy runs (None if unknown).
-* :func:`start_status_server` serves it as JSON at ``http://127.0.0.1:PORT/sjf/status``
-  (``SJF_STATUS_PORT``, see :mod:`litellm_sjf.settings`) from a daemon thread with the
-  standard library's HTTP server; None if the port is taken.
+* :func:`handler_status` assembles ``SJFHandler.status()`` (synchronous, counters): ``{"backends":
+  {key: {"slots", "in_flight", "waiting", "tau_s", "tau_used", "stats", "promotion",
+  "slowdown"[, "tenants"]}}, "pools", "tracked_calls", "draining", "tokens_per_s", "counters",
+  "probes", "memory", "last_resort", "settings"}`` — numbers, names and hashes, never prompt text.
+  ``promotion`` / ``slowdown`` per backend are the rule its queue's policy runs (None if
+  unknown); ``tau_used`` says whether that rule reads τ (the served-work rules, the default
+  among them, use τ only as their off switch); ``settings`` holds the effective values
+  (the defaults filled in), not only what was set.
+* :func:`live_status` (async, on the proxy's event loop) adds what the operator's view
+  shows: per backend ``queue`` (who runs, who waits in which order, predicted tokens and
+  class, waited, band, tenant, when the guard promotes each:
+  :meth:`sjf_core.AdmissionQueue.view`), ``recent`` completions (predicted vs
+  actual) and ``accuracy_history`` (:class:`litellm_sjf._recorder.OpsRecorder`),
+  ``generated_at`` (Unix time).
+* :func:`start_status_server` serves the live status as JSON at
+  ``http://127.0.0.1:PORT/sjf/status`` (``SJF_STATUS_PORT``) from a daemon thread with the
+  standard library's HTTP server, computing it on the proxy's loop; None if the port is
+  taken. The proxy's own port serves it too (:mod:`litellm_sjf._routes`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,6 +46,27 @@ def _promotion_name(policy: Any) -> str | None:
     return getattr(rule, "name", None) or type(rule).__name__
 
 
+def _tau_used(rule: str | None) -> bool | None:
+    """Whether promotion rule ``rule`` reads τ (None: unknown)."""
+    from sjf_core.policy.promotion import RULES
+
+    cls = RULES.get(rule) if rule else None
+    return None if cls is None else bool(getattr(cls, "uses_tau", True))
+
+
+def _effective_settings(s: Any) -> dict:
+    """The settings block: the policy the queues run, defaults filled in."""
+    promotion, slowdown = s.promotion, s.slowdown
+    try:
+        policy = s.config.make_policy()
+        promotion, slowdown = policy.promotion, getattr(policy, "slowdown", slowdown)
+    except Exception:  # a bad policy fails the build, and is reported there
+        note_fault(log, "litellm_sjf status: the policy could not be made; settings as given", level=logging.DEBUG)
+    return {"policy": s.policy, "tau": str(s.tau), "tau_used": _tau_used(promotion), "promotion": promotion,
+            "slowdown": slowdown, "slots": s.slots, "fairness": s.fairness, "on_disconnect": s.on_disconnect,
+            "probe_timeout_s": s.probe_timeout_s, "pool": s.pool}
+
+
 def _queue_status(q: Any) -> dict:
     try:
         stats = dict(vars(q.stats))
@@ -42,7 +76,7 @@ def _queue_status(q: Any) -> dict:
     policy = getattr(q, "policy", None)
     slowdown = getattr(policy, "slowdown", None)
     out = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting,
-           "tau_s": None if math.isinf(tau) else tau, "stats": stats,
+           "tau_s": None if math.isinf(tau) else tau, "tau_used": _tau_used(_promotion_name(policy)), "stats": stats,
            "promotion": _promotion_name(policy),
            "slowdown": float(slowdown) if isinstance(slowdown, (int, float)) else None}
     try:
@@ -75,26 +109,50 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
             "tokens_per_s": rates.as_dict(), "counters": stats.as_dict(), "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
             "last_resort": _last_resort_status(scheduler),
-            "settings": {"policy": s.policy, "tau": str(s.tau), "promotion": s.promotion, "slowdown": s.slowdown,
-                         "slots": s.slots, "fairness": s.fairness, "on_disconnect": s.on_disconnect,
-                         "probe_timeout_s": s.probe_timeout_s, "pool": s.pool}}
+            "settings": _effective_settings(s)}
+
+
+async def live_status(handler: Any, limit: int = 100) -> dict:
+    """``handler.status()`` plus the queues' views, recent completions and the accuracy
+    history (module docstring). Run it on the loop that owns the queues. Never raises for a
+    queue that cannot be read (its ``queue`` is then ``{"error": type name}``)."""
+    doc = handler.status()
+    sched = handler._sched.peek()
+    for key, q in list(sched.queues.items()) if sched is not None else []:
+        try:
+            view = await q.view(limit)
+        except Exception as exc:  # e.g. Redis unreachable: the counters above still tell
+            note_fault(log, "litellm_sjf status: a queue could not be read; its counters only")
+            view = {"error": type(exc).__name__}
+        doc["backends"].setdefault(key, {})["queue"] = view
+    handler.recorder.sample()  # at most one accuracy sample per interval, also while idle
+    doc["recent"] = handler.recorder.recent()
+    doc["accuracy_history"] = handler.recorder.accuracy_history()
+    doc["generated_at"] = time.time()
+    return doc
+
+
+def status_from_thread(handler: Any, timeout_s: float = 5.0) -> dict:
+    """:func:`live_status` computed on the proxy's loop, for a caller on another thread;
+    the counters alone (``handler.status()``) before the loop is known."""
+    loop = handler.loop
+    if loop is not None and loop.is_running():
+        return asyncio.run_coroutine_threadsafe(live_status(handler), loop).result(timeout_s)
+    return handler.status()
 
 
 def start_status_server(handler, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer | None:
-    """Serve ``handler.status()`` at ``http://host:port/sjf/status``; None if the port is taken."""
+    """Serve the live status at ``http://host:port/sjf/status``; None if the port is taken."""
 
     class _Req(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server API)
             if self.path.rstrip("/") != "/sjf/status":
                 self.send_error(404)
                 return
-            for _ in range(3):  # the loop thread may mutate dicts while we copy them
-                try:
-                    body = json.dumps(handler.status()).encode()
-                    break
-                except RuntimeError:
-                    continue
-            else:
+            try:
+                body = json.dumps(status_from_thread(handler)).encode()
+            except Exception:  # the loop is busy or stopping
+                note_fault(log, "litellm_sjf status server: no status from the proxy's loop; answered 503")
                 self.send_error(503)
                 return
             self.send_response(200)

@@ -15,6 +15,11 @@ Measured on the pinned LiteLLM 1.106.12; nothing else in :mod:`litellm_sjf` impo
   HTTP error answer from the backend (not a timeout, a broken connection or a 408/499).
 * :func:`refusal_http_error(exc) <refusal_http_error>` — the proxy's HTTP error for a
   deliberate refusal: 429 with ``Retry-After`` (whole seconds ≥ 1) or 409.
+* :func:`quiet_superseded_log` — LiteLLM logs every exception of a request at ERROR on its
+  ``"LiteLLM Proxy"`` logger (1.106.12 and 1.110.2: ``log_llm_api_exception``; only a client
+  disconnect, 499, goes to INFO), so a superseded request, which is the editor working as
+  meant, would read as an error. A filter on that logger turns exactly our 409 record into an
+  INFO record (dropped where INFO is off, the default). Idempotent; never raises.
 * :func:`proxy_config_path` / :func:`user_content_types` — the running proxy's config
   file; the content part types LiteLLM accepts in user messages.
 """
@@ -70,9 +75,36 @@ def refusal_http_error(exc: BaseException) -> Exception:
         return HTTPException(status_code=429, detail=f"SJF admission rejected: {exc.reason}; retry after {retry} s",
                              headers={"Retry-After": str(retry)})
     if isinstance(exc, Superseded):
-        return HTTPException(status_code=409, detail="SJF: superseded by a newer request with the same "
-                                                     "x-sjf-supersede key; it was never sent to the backend")
+        return HTTPException(status_code=409, detail=SUPERSEDED_DETAIL)
     raise TypeError(f"not a refusal: {type(exc).__name__}")
+
+
+SUPERSEDED_DETAIL = ("SJF: superseded by a newer request with the same x-sjf-supersede key; it was never sent "
+                     "to the backend")
+
+
+class _SupersededAtInfo(logging.Filter):
+    """LiteLLM's ERROR record of our 409 becomes INFO (see :func:`quiet_superseded_log`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        try:  # by its text: LiteLLM's own filter on that logger may have turned the args into strings
+            ours = f"409: {SUPERSEDED_DETAIL}" in record.getMessage()
+        except (TypeError, ValueError):  # a malformed record: logging's handler reports it as usual
+            return True
+        if not ours:
+            return True
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.exc_info = record.exc_text = None
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+def quiet_superseded_log() -> None:
+    """Install :class:`_SupersededAtInfo` on LiteLLM's proxy logger, once."""
+    logger = logging.getLogger("LiteLLM Proxy")
+    if not any(isinstance(f, _SupersededAtInfo) for f in logger.filters):
+        logger.addFilter(_SupersededAtInfo())
 
 
 def proxy_config_path() -> str | None:
@@ -279,4 +311,4 @@ async def passthrough(response: Any) -> AsyncIterator[Any]:
 
 
 __all__ = ["StreamPump", "passthrough", "backend_answered", "refusal_http_error", "proxy_config_path",
-           "user_content_types"]
+           "user_content_types", "quiet_superseded_log", "SUPERSEDED_DETAIL"]

@@ -28,6 +28,7 @@ The request's path in full: ``docs/litellm.md``.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 from litellm.integrations.custom_logger import CustomLogger
@@ -40,11 +41,13 @@ from ._calls import CallRegistry, usage_tokens
 from ._fail_open import REFUSALS, fail_open
 from ._orphans import OrphanPolicy
 from ._pool_routing import PoolRouting
+from ._recorder import OpsRecorder
+from ._routes import mount_status_routes
 from ._stats import HandlerStats, TokenRates
-from ._stream_pump import StreamPump, backend_answered, passthrough, refusal_http_error
+from ._stream_pump import StreamPump, backend_answered, passthrough, quiet_superseded_log, refusal_http_error
 from .settings import PluginSettings, load_settings
-from ._startup import run_startup_checks
-from ._status import handler_status, start_status_server
+from ._startup import log_startup_line, run_startup_checks
+from ._status import handler_status, live_status, start_status_server
 
 __all__ = ["SJFHandler", "ENDPOINTS"]
 
@@ -65,7 +68,11 @@ class SJFHandler(CustomLogger):
     def __init__(self, settings: PluginSettings | None = None, scheduler: Scheduler | None = None):
         super().__init__()
         self.settings = settings or load_settings()
-        self._sched = LazyScheduler(self.settings, scheduler)
+        #: recent completions and the ranking accuracy over time (the operator's view)
+        self.recorder = OpsRecorder()
+        #: the proxy's event loop, once known (the status port computes the status there)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._sched = LazyScheduler(self.settings, scheduler, on_build=self._listen)
         self.stats = HandlerStats()
         self.rates = TokenRates()
         self._calls = CallRegistry(self.stats, self.rates)
@@ -78,18 +85,38 @@ class SJFHandler(CustomLogger):
         self._start_lock = threading.Lock()
 
     def start(self) -> None:
-        """Proxy start-up, once (idempotent): the status server (``status_port``), the
+        """Proxy start-up, once (idempotent): ``/sjf/status`` and ``/sjf/`` on the proxy's
+        own port (:mod:`litellm_sjf._routes`), LiteLLM's log of a superseded request (409)
+        at INFO, not ERROR (:func:`~litellm_sjf._stream_pump.quiet_superseded_log`), the
+        status server (``status_port``), the
         start-up checks' warnings, and the scheduler's build and model load in a daemon
         thread (not when ``disabled``). Never raises for a busy port or a failed preload."""
         with self._start_lock:
             if self._started:
                 return
             self._started = True
+        self._note_loop()
+        on_proxy = mount_status_routes(self)
+        quiet_superseded_log()
         if self.settings.status_port is not None:
             self._status_server = start_status_server(self, self.settings.status_port)
+        log_startup_line(self.settings, on_proxy)
         run_startup_checks(self.settings)
         if not self.settings.disabled:
             self._sched.preload_in_background()
+
+    def _listen(self, scheduler: Scheduler) -> None:
+        """The scheduler was built: feed the operator's view from its queues' events."""
+        memory = getattr(scheduler, "memory", None)
+        self.recorder._accuracy = None if memory is None else memory.online_accuracy
+        scheduler.extend(listener=self.recorder)
+
+    def _note_loop(self) -> None:
+        if self.loop is None:
+            try:
+                self.loop = asyncio.get_running_loop()
+            except RuntimeError:  # not on a loop (yet): the first hook notes it
+                pass
 
     @property
     def scheduler(self) -> Scheduler:
@@ -105,6 +132,8 @@ class SJFHandler(CustomLogger):
     async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
         """Score the request and remember it; never waits; removes only LiteLLM's
         ``priority`` field from ``data`` (ours now)."""
+        if self.loop is None:
+            self._note_loop()
         self._admission.remember(data, call_type, user_api_key_dict)
         return None
 
@@ -185,3 +214,9 @@ class SJFHandler(CustomLogger):
         """Read-only state: per-backend queues and the plugin's counters (no prompt text);
         the shape: :func:`litellm_sjf._status.handler_status`."""
         return handler_status(self._sched.peek(), self._calls, self.stats, self.rates, self.settings)
+
+    async def live_status(self) -> dict:
+        """:meth:`status` plus each queue's waiters and runners, recent completions and the
+        ranking accuracy over time (no prompt text): :func:`litellm_sjf._status.live_status`.
+        Await it on the proxy's loop."""
+        return await live_status(self)

@@ -10,7 +10,10 @@ disconnect policy, the status port and the scheduler factory.
 env var                    file key                         meaning (default)
 =========================  ===============================  ==================================================
 ``SJF_POLICY``             ``policy``                       "sjf-tokens" (expected tokens), "sjf" (P(Long)), "fair", "fcfs"
-``SJF_TAU``                ``tau``                          "3x" (× mean Short service time), seconds, or "off"
+``SJF_TAU``                ``tau``                          "off": no starvation guard at all; else the time bound
+                                                            of the time-based rules ("strict", "one-in-k",
+                                                            "fcfs-bound", "aging"): "3x" (default, × mean Short
+                                                            service time) or seconds; "work-bound" ignores it
 ``SJF_PROMOTION``          ``promotion``                    starvation guard (core default "work-bound"), e.g.
                                                             "work-aging", "fcfs-bound", "strict", "one-in-k"
 ``SJF_K``                  ``k``                            the k of "one-in-k"
@@ -32,10 +35,12 @@ env var                    file key                         meaning (default)
                                                             i.e. when the backend is really idle), "drain" (read
                                                             an orphaned stream to its end; non-streamed: probe)
                                                             or "release" (free it at once)
-``SJF_PROBE_TIMEOUT_S``    ``probe_timeout_s``              600: longest wait for a probe; after it the slot is
-                                                            left to its lease (``lease_ttl_s``)
+``SJF_PROBE_TIMEOUT_S``    ``probe_timeout_s``              600: longest wait for a probe; after it (or an error
+                                                            answer) the slot is freed at the orphan's estimated
+                                                            end, the probe retried meanwhile
 ``SJF_LEASE_TTL_S``        ``lease_ttl_s``                  900: a running ticket not released nor renewed in
-                                                            this many seconds is force-released (safety net)
+                                                            this many seconds is force-released (safety net of a
+                                                            lost release; longer than a non-streamed answer)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
                                                             :class:`sjf_core.admission._overload.OverloadConfig` fields, e.g.
@@ -89,6 +94,7 @@ and ignored, with a warning.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from sjf_core.config import AUTO, DISCONNECT_MODES, SchedulerConfig
@@ -130,16 +136,16 @@ class PluginSettings:
     overload = property(lambda self: self.config.overload)
     rate_limit = property(lambda self: self.config.rate_limit)
     redis_url = property(lambda self: self.config.redis_url)
-    redis = property(lambda self: dict(self.config.redis_options))
+    redis = property(lambda self: dataclasses.asdict(self.config.redis))
     warnings = property(lambda self: list(self.config.warnings))
     show_tenant_names = property(lambda self: self.config.fairness.show_names)
     default_priority = property(lambda self: self.config.defaults.priority)
     default_deadline_s = property(lambda self: self.config.defaults.deadline_s)
-    promotion = property(lambda self: self.config.policy_options.get("promotion"))
-    k = property(lambda self: self.config.policy_options.get("k"))
-    slowdown = property(lambda self: self.config.policy_options.get("slowdown"))
-    work_slack = property(lambda self: self.config.policy_options.get("work_slack"))
-    max_wait_s = property(lambda self: self.config.policy_options.get("max_wait_s"))
+    promotion = property(lambda self: self.config.promotion.rule)
+    k = property(lambda self: self.config.promotion.k)
+    slowdown = property(lambda self: self.config.promotion.slowdown)
+    work_slack = property(lambda self: self.config.promotion.work_slack)
+    max_wait_s = property(lambda self: self.config.promotion.max_wait_s)
 
     @property
     def lease_ttl_s(self) -> float:
@@ -180,9 +186,9 @@ class PluginSettings:
         """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings."""
         return self.config.defaults
 
-    def policy_options(self) -> dict:
-        """Keyword arguments for :func:`sjf_core.policy._policies.make_policy` (τ included)."""
-        return self.config.policy_kwargs()
+    def promotion_settings(self):
+        """The :class:`sjf_core.config.PromotionSettings` of these settings."""
+        return self.config.promotion
 
     def queue_key(self, url: Any) -> str:
         """The queue key of a deployment's ``api_base``: the ``queue`` named for it in

@@ -74,6 +74,7 @@ def wrap(
     slots: int | None = None,
     policy: Any = None,
     tau: Any = None,
+    promotion: Any = None,
     predictor: Any = None,
     scheduler: Any = None,
     retry_rejected: bool = WrapOptions.retry_rejected,
@@ -97,11 +98,13 @@ def wrap(
             ``httpx2.AsyncClient`` (openai >= 1.92, < 4).
         slots, retry_rejected, on_close, probe_timeout_s: the wrapper's options
             (:class:`~openai_sjf._options.WrapOptions`, which documents each).
-        policy, tau, predictor, fairness, default_priority, default_deadline_s: the
+        policy, tau, promotion, predictor, fairness, default_priority, default_deadline_s: the
             scheduling settings (as :class:`sjf_core.SchedulerConfig`; default: the ``SJF_*``
-            settings): "sjf-tokens" / "sjf" / "fair" / "fcfs" or a Policy; τ "3x", seconds or
-            "off"; a predictor object, an ONNX path or "default"; "key" / "user" /
-            "header:NAME" / "off"; the band and deadline (s) of a request that sends none.
+            settings): "sjf-tokens" / "sjf" / "fair" / "fcfs" or a Policy; τ "off" (no guard),
+            else the time-based guards' bound, "3x" or seconds; the guard as ``SJF_PROMOTION``
+            ("work-bound", the default, or "strict", ...: docs/scheduling.md); a predictor,
+            an ONNX path or "default"; "key" / "user" / "header:NAME" / "off"; the band and
+            deadline (s) of a request that sends none.
         scheduler: an explicit :class:`sjf_core.Scheduler` instead of those settings.
 
     Returns:
@@ -113,9 +116,10 @@ def wrap(
     """
     options = WrapOptions(retry_rejected, on_close, probe_timeout_s, slots)
     http, lib = _http_client_of(client)
-    settings = (policy, tau, predictor, fairness, default_priority, default_deadline_s)
+    settings = (policy, tau, predictor, fairness, default_priority, default_deadline_s, promotion)
     if scheduler is not None and (slots is not None or any(v is not None for v in settings)):
-        raise ValueError("pass either scheduler= or slots/policy/tau/predictor/fairness/defaults, not both")
+        raise ValueError("pass either scheduler= or slots/policy/tau/promotion/predictor/fairness/defaults, "
+                         "not both")
     sched = scheduler if scheduler is not None else scheduler_for(client.base_url, options.slots, *settings)
     start_metrics(getattr(sched, "config", None))  # SJF_METRICS_PORT: the explicit start, once per process
     arrivals, cls, header_names = ArrivalMemory(), SJFTransport.for_library(lib), _default_header_names(client)

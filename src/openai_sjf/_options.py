@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S
+from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S, check_slots
 
 __all__ = ["WrapOptions", "ON_CLOSE"]
 
@@ -34,8 +34,8 @@ class WrapOptions:
     #: known to stop at once) or "drain" (read the rest in the background, free at its end).
     #: A non-streamed call cancelled or timed out after it was sent always probes.
     on_close: str = ON_CLOSE[0]
-    #: Seconds an idle probe may take (> 0); then the slot falls back to the queue's lease
-    #: (``lease_ttl_s``), or is released without one.
+    #: Seconds an idle probe may take (> 0); then, or after an error answer, the slot is
+    #: released at the orphan's estimated end (docs/openai_sjf.md "Orphaned calls").
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
     #: Concurrent requests the backend gets (an integer >= 1), set when this wrap creates the
     #: backend's queue; None: the configured slots (default 1, a serial backend).
@@ -48,7 +48,8 @@ class WrapOptions:
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0:
             raise ValueError(f"probe_timeout_s must be a number > 0, got {t!r}")
         object.__setattr__(self, "probe_timeout_s", float(t))
-        s = self.slots
-        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1):
-            raise ValueError(f"slots must be an integer >= 1, got {s!r}")
+        if self.slots is not None:
+            if not isinstance(self.slots, int):  # no "2" or 2.5 from Python callers
+                raise ValueError(f"slots must be an integer >= 1, got {self.slots!r}")
+            check_slots(self.slots)
         object.__setattr__(self, "retry_rejected", bool(self.retry_rejected))

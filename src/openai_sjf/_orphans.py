@@ -7,10 +7,11 @@ early or abandoned with ``on_close="probe"``). It sends one request of our own t
 same transport, base URL and credentials (``max_tokens: 1``, the fixed one-character prompt
 of :mod:`sjf_core.admission._probe`, never the user's text, marked ``x-sjf-probe``) and
 releases the ticket when it returns (one probe in flight per backend, shared by concurrent
-orphans: :meth:`sjf_core.admission._probe.ProbeGate.wait_idle`). When the probe fails or
-takes over ``timeout_s`` seconds the slot is left to the queue's lease
-(``Scheduler(lease_ttl_s=...)``), or released at once without one. Never raises; never
-loses the release.
+orphans: :meth:`sjf_core.admission._probe.ProbeGate.wait_idle`). When the probe fails (a
+non-2xx answer, a broken connection) or takes over ``timeout_s`` seconds, the slot is
+released at the orphan's estimated end (its expected answer, capped by its ``max_tokens``,
+at the queue's measured seconds per token), or earlier when a retried probe returns
+(:mod:`sjf_core.admission._orphan_hold`). Never raises; never loses the release.
 
 The probe carries the orphan's URL prefix and query (e.g. Azure's ``api-version``), its
 ``model`` field, and of its headers only the credential and identity ones
@@ -28,7 +29,7 @@ import json
 import logging
 from typing import Iterable
 
-from sjf_core import PROBE_HEADER, note_fault, probe_gate, probe_request
+from sjf_core import PROBE_HEADER, hold_until_idle, note_fault, orphan_deadline, probe_gate, probe_request
 from sjf_core.config import DEFAULT_PROBE_TIMEOUT_S
 
 log = logging.getLogger("openai_sjf")
@@ -82,7 +83,7 @@ class OrphanProbe:
         self.header_names = PROBE_HEADERS | {h.lower() for h in header_names}
         self.stats = stats
 
-    def _build(self):
+    def _build(self, timeout_s: float | None = None):
         model = None
         try:
             body = json.loads(self.request.content)
@@ -95,18 +96,19 @@ class OrphanProbe:
         headers = {k: v for k, v in self.request.headers.items()
                    if k.lower() in self.header_names and k.lower() not in _NEVER}
         headers[PROBE_HEADER] = "1"
-        t = self.timeout_s
+        t = self.timeout_s if timeout_s is None else float(timeout_s)
         return self.lib.Request("POST", url, params=self.request.url.params, headers=headers, json=payload,
                                 extensions={"timeout": {"connect": min(t, 10.0), "read": t, "write": min(t, 10.0),
                                                         "pool": min(t, 10.0)}})
 
-    async def send(self) -> None:
-        """POST the probe through the orphan's transport and read its answer to the end.
+    async def send(self, timeout_s: float | None = None) -> None:
+        """POST the probe through the orphan's transport and read its answer to the end
+        (read timeout ``timeout_s``, default the probe timeout).
 
         Raises:
             ProbeFailed: a non-2xx answer. Transport errors propagate.
         """
-        response = await self.inner.handle_async_request(self._build())
+        response = await self.inner.handle_async_request(self._build(timeout_s))
         try:
             async for _ in response.stream:
                 pass
@@ -116,25 +118,42 @@ class OrphanProbe:
             raise ProbeFailed(response.status_code)
 
     async def release_when_idle(self, ticket) -> None:
-        """Hold ``ticket`` until the probe returns, then release it (fallback: see the module)."""
-        ok = False
+        """Hold ``ticket`` until the probe returns, or (probes failing) until the orphan's
+        estimated end, then release it (:mod:`sjf_core.admission._orphan_hold`)."""
+        outcome = None
         try:
-            ok = await probe_gate(self.backend).wait_idle(self.send, self.timeout_s)
-        except BaseException:  # cancelled (loop shutting down): fall through to the fallback (counted below)
-            note_fault(log, "idle probe wait ended early; the lease frees the slot", level=logging.DEBUG)
-            ok = False
+            lease = getattr(getattr(ticket, "queue", None), "lease_ttl_s", None)
+            outcome = await hold_until_idle(probe_gate(self.backend), self._sender, self.timeout_s,
+                                            lambda: orphan_deadline(ticket, self._max_tokens()),
+                                            renew=ticket.renew, renew_every_s=(lease or 240.0) / 4)
+        except BaseException:  # cancelled (loop shutting down): release now (counted below)
+            note_fault(log, "idle probe wait ended early; the slot is released", level=logging.DEBUG)
+            outcome = None
         finally:
             if self.stats is not None:
-                if ok:
+                if outcome in ("probe", "retry"):
                     self.stats.probes_ok += 1
                 else:
                     self.stats.probes_failed += 1
-            queue = getattr(ticket, "queue", None)
-            if ok or getattr(queue, "lease_ttl_s", None) is None:
-                if not ok:
-                    log.debug("openai_sjf: idle probe failed and the queue has no lease; releasing the slot")
-                ticket.release()
-            # else: the slot is left to its lease, which force-releases it
+            ticket.release()
+
+    def _sender(self, timeout_s: float):
+        """The probe's ``send`` with a read timeout of ``timeout_s`` (retries are shorter)."""
+        async def send() -> None:
+            await self.send(timeout_s)
+
+        return send
+
+    def _max_tokens(self):
+        """The orphan's answer cap from its body (``max_tokens`` and its aliases), or None."""
+        try:
+            body = json.loads(self.request.content)
+            for k in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+                if isinstance(body.get(k), (int, float)):
+                    return body[k]
+        except Exception:  # not JSON, not an object, a streamed body: no cap known
+            note_fault(log, "an orphan's max_tokens could not be read; its estimate is uncapped", level=logging.DEBUG)
+        return None
 
     def hand_over(self, ticket, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Start :meth:`release_when_idle` for ``ticket`` on ``loop`` (default: the running

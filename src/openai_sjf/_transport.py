@@ -61,7 +61,7 @@ class TransportStats:
     superseded: int = 0  # answered 409: a newer request with the same supersede key
     orphans: int = 0  # slots handed to an idle probe (sjf_core.admission._probe)
     probes_ok: int = 0  # ... released when the probe returned
-    probes_failed: int = 0  # ... left to the lease (or released) after a failed / timed-out probe
+    probes_failed: int = 0  # ... released at the orphan's estimated end after failed / timed-out probes
 
 
 class SJFTransport:

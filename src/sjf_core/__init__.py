@@ -31,7 +31,9 @@ What the adapters use (``litellm_sjf``, ``openai_sjf``: they import nothing priv
     :func:`backend_label` (a backend key as a metrics label, no credentials); the idle probe
     that frees an orphan's slot: :func:`probe_gate` (one :class:`ProbeGate` per backend),
     :func:`probe_request` / :func:`http_probe` (the fixed 1-token request), :func:`probe_stats`,
-    :data:`PROBE_HEADER` (the header that marks it); the scheduling headers a request may send:
+    :data:`PROBE_HEADER` (the header that marks it), :func:`hold_until_idle` and
+    :func:`orphan_deadline` (a failed probe falls back to the orphan's estimated end, the
+    probe retried meanwhile); the scheduling headers a request may send:
     :data:`HEADER_PREFIX` ("x-sjf-"), :data:`PRIORITY_HEADER`, :data:`DEADLINE_HEADER`,
     :data:`SUPERSEDE_HEADER`; :class:`LastResort` (``Scheduler.last_resort``: where a request
     whose admission raised waits, FIFO within the backend's slots); :func:`note_fault` (log an
@@ -78,6 +80,8 @@ _LAZY = {
     "probe_stats": "sjf_core.admission._probe",
     "PROBE_HEADER": "sjf_core.admission._probe",
     "LastResort": "sjf_core.admission._last_resort",
+    "hold_until_idle": "sjf_core.admission._orphan_hold",
+    "orphan_deadline": "sjf_core.admission._orphan_hold",
 }
 
 
@@ -113,5 +117,6 @@ __all__ = [
     # what the adapters use
     "backend_label", "ProbeGate", "probe_gate", "probe_request", "http_probe", "probe_stats", "PROBE_HEADER",
     "HEADER_PREFIX", "PRIORITY_HEADER", "DEADLINE_HEADER", "SUPERSEDE_HEADER", "LastResort",
+    "hold_until_idle", "orphan_deadline",
     "note_fault", "fault_counts",
 ]

@@ -8,15 +8,15 @@ turns ``raw`` into a frozen config. Raises ValueError naming the setting; never 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sjf_core.admission._backend_url import normalise
+from sjf_core.config import AUTO, DISCONNECT_MODES, check_slots  # noqa: F401  (AUTO, DISCONNECT_MODES: re-exported)
 from sjf_core.policy._tenants import IntentDefaults
 
-AUTO = "auto"
-DISCONNECT_MODES = ("probe", "drain", "release")
 RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
 _OFF = ("off", "0", "false", "no", "none")
 
@@ -51,6 +51,60 @@ REDIS_ENV = {
     "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float), "SJF_REDIS_RETRY_S": ("retry_s", float),
 }
 RETIRED_ENV = ("SJF_ORPHAN_HOLD_MAX_S", "SJF_ORPHAN_GRACE_S")
+#: Every ``SJF_*`` setting of the runtime (the others are unknown: a start-up warning each).
+KNOWN_ENV = frozenset({*ENV, *REDIS_ENV, *RETIRED_ENV, "SJF_CONFIG", "SJF_BACKEND_SLOTS", "SJF_NO_C_SCAN",
+                       "SJF_MEMORY_SALT"})
+#: ``SJF_*`` names of the tooling (sjf_lab, benchmarks, tests): not settings, never warned about.
+TOOLING_ENV = frozenset({"SJF_CACHE_DIR", "SJF_DATA_DIR", "SJF_REDIS_SERVER", "SJF_FUZZ_EXAMPLES"})
+TOOLING_PREFIXES = ("SJF_TEST_", "SJF_BENCH_")
+#: Schemes of a backend URL.
+BACKEND_SCHEMES = ("http", "https")
+
+
+def closest(name: str, known, prefix: str = "") -> str | None:
+    """The known name closest to ``name`` (compared without the common ``prefix``), or None."""
+    import difflib
+
+    tails = {k[len(prefix):]: k for k in known if k.startswith(prefix)}
+    best = difflib.get_close_matches(name[len(prefix):], sorted(tails), n=1, cutoff=0.6)
+    return tails[best[0]] if best else None
+
+
+def unknown_env(env: Mapping[str, str]) -> list[str]:
+    """One warning per ``SJF_*`` variable of ``env`` that is no setting, with the closest known name."""
+    out = []
+    for name in sorted(k for k in env if isinstance(k, str) and k.startswith("SJF_")):
+        if name in KNOWN_ENV or name in TOOLING_ENV or name.startswith(TOOLING_PREFIXES):
+            continue
+        best = closest(name, KNOWN_ENV, "SJF_")
+        out.append(f"unknown setting {name} is ignored" + (f"; did you mean {best}?" if best else
+                                                          " (the settings: docs/operations.md)"))
+    return out
+
+
+def unknown_keys(where: str, keys, known) -> ValueError:
+    """The error for unknown keys of the settings file, each with the closest known key
+    (the list of known keys only when none is close)."""
+    unknown = sorted(str(k) for k in keys)
+    hints = [f"{k!r}: did you mean {b!r}?" for k in unknown if (b := closest(k, known)) is not None]
+    tail = f" ({'; '.join(hints)})" if len(hints) == len(unknown) else f"; known: {sorted(known)}"
+    return ValueError(f"{where}: unknown keys {unknown}{tail}")
+
+
+def backend_url(url: Any, what: str) -> str:
+    """``url`` if it parses as a backend base URL (``http(s)://HOST[:PORT][/path]``); raises
+    ValueError naming ``what`` otherwise."""
+    from urllib.parse import urlsplit
+
+    u = str(url).strip()
+    try:
+        parts = urlsplit(u)
+        parts.port  # noqa: B018 (parses the port)
+    except ValueError:
+        raise ValueError(f"{what}: backend URL {u!r} does not parse (is the port a number?)") from None
+    if parts.scheme.lower() not in BACKEND_SCHEMES or not parts.hostname:
+        raise ValueError(f"{what}: backend URL {u!r} does not parse: write http://HOST:PORT/v1 (or https://)")
+    return u
 
 
 class Where:
@@ -98,13 +152,7 @@ def slots_value(v: Any, what: str) -> Any:
     """``"auto"`` or an int >= 1; raises ValueError naming ``what``."""
     if isinstance(v, str) and v.strip().lower() == AUTO:
         return AUTO
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be an integer >= 1 or 'auto', got {v!r}") from None
-    if n < 1 or isinstance(v, bool):
-        raise ValueError(f"{what} must be >= 1 or 'auto', got {v!r}")
-    return n
+    return check_slots(v, f"{what} (or 'auto')")
 
 
 def on_off(v: Any) -> bool:
@@ -137,7 +185,7 @@ def read_file(path: str) -> tuple[dict, dict]:
         raise ValueError(f"SJF_CONFIG file {path} must hold a mapping")
     unknown = set(data) - set(FILE_KEYS)
     if unknown:
-        raise ValueError(f"SJF_CONFIG: unknown keys {sorted(unknown)}; known: {sorted(FILE_KEYS)}")
+        raise unknown_keys(f"SJF_CONFIG file {path}", unknown, FILE_KEYS)
     where = {k: f"SJF_CONFIG file {path}: '{k}'" for k in data}
     raw = {k: v for k, v in data.items() if k not in RETIRED and k not in ("backends", "tenants", "redis")}
     raw["retired"] = [k for k in RETIRED if k in data]
@@ -150,14 +198,7 @@ def read_file(path: str) -> tuple[dict, dict]:
         if not isinstance(data["redis"], dict):
             raise ValueError("SJF_CONFIG: 'redis' must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
         raw["redis"] = dict(data["redis"])
-    tenants = data.get("tenants") or {}
-    if not isinstance(tenants, dict) or not all(isinstance(v, dict) for v in tenants.values()):
-        raise ValueError("SJF_CONFIG: 'tenants' must map NAME -> {weight, default_priority, default_deadline_s}")
-    for name, t in tenants.items():
-        extra = set(t) - {"weight", "default_priority", "default_deadline_s"}
-        if extra:
-            raise ValueError(f"SJF_CONFIG: tenant {name}: unknown keys {sorted(extra)}")
-    raw["tenants"] = {str(k): dict(v) for k, v in tenants.items()}
+    raw["tenants"] = _tenants(data.get("tenants") or {}, path)
     backends = data.get("backends") or {}
     if not isinstance(backends, dict):
         raise ValueError("SJF_CONFIG: 'backends' must map URL -> {slots, on_disconnect, queue, ...}")
@@ -165,9 +206,10 @@ def read_file(path: str) -> tuple[dict, dict]:
     for url, opts in backends.items():
         if not isinstance(opts, dict):
             raise ValueError(f"SJF_CONFIG: backend {url} must map to {{slots, on_disconnect, queue, ...}}")
+        backend_url(url, f"SJF_CONFIG file {path}: 'backends'")
         extra = set(opts) - set(_BACKEND_KEYS)
         if extra:
-            raise ValueError(f"SJF_CONFIG: backend {url}: unknown keys {sorted(extra)}")
+            raise unknown_keys(f"SJF_CONFIG file {path}: backend {url}", extra, _BACKEND_KEYS)
         if opts.get("queue") is not None:
             if not isinstance(opts["queue"], str) or not opts["queue"].strip():
                 raise ValueError(f"SJF_CONFIG: backend {url}: 'queue' must be a non-empty name")
@@ -175,6 +217,17 @@ def read_file(path: str) -> tuple[dict, dict]:
     raw["queues"] = queues
     raw["backends"] = {url: {k: v for k, v in opts.items() if k != "queue"} for url, opts in backends.items()}
     return raw, where
+
+
+def _tenants(tenants: Any, path: str) -> dict:
+    """The file's ``tenants`` map, checked (unknown keys: an error with the closest key)."""
+    keys = ("weight", "default_priority", "default_deadline_s")
+    if not isinstance(tenants, dict) or not all(isinstance(v, dict) for v in tenants.values()):
+        raise ValueError("SJF_CONFIG: 'tenants' must map NAME -> {weight, default_priority, default_deadline_s}")
+    for name, t in tenants.items():
+        if set(t) - set(keys):
+            raise unknown_keys(f"SJF_CONFIG file {path}: tenant {name}", set(t) - set(keys), keys)
+    return {str(k): dict(v) for k, v in tenants.items()}
 
 
 def apply_env(raw: dict, where: dict, env: Mapping[str, str]) -> None:
@@ -223,7 +276,8 @@ def parse_backend_slots(text: str) -> dict:
             raise ValueError(f"SJF_BACKEND_SLOTS is not valid JSON: {exc.msg}") from None
         if not isinstance(obj, dict):
             raise ValueError("SJF_BACKEND_SLOTS must be a JSON object {URL: slots}")
-        return {normalise(k): slots_value(v, f"SJF_BACKEND_SLOTS[{k}]") for k, v in obj.items()}
+        return {normalise(backend_url(k, "SJF_BACKEND_SLOTS")): slots_value(v, f"SJF_BACKEND_SLOTS[{k}]")
+                for k, v in obj.items()}
     out = {}
     for item in text.split(","):
         if not item.strip():
@@ -231,7 +285,7 @@ def parse_backend_slots(text: str) -> dict:
         url, sep, n = item.strip().rpartition("=")
         if not sep or not url:
             raise ValueError(f"SJF_BACKEND_SLOTS item {item!r} is not URL=N")
-        out[normalise(url)] = slots_value(n, f"SJF_BACKEND_SLOTS item {item!r}")
+        out[normalise(backend_url(url, "SJF_BACKEND_SLOTS"))] = slots_value(n, f"SJF_BACKEND_SLOTS item {item!r}")
     return out
 
 
@@ -248,10 +302,10 @@ def from_values(values: Mapping[str, Any]) -> tuple[dict, dict]:
         backends.setdefault(url, {}).update(opts)
     if backends:
         raw["backends"] = backends
-    if "redis_options" in v:
-        raw["redis"] = dict(v.pop("redis_options") or {})
-    if "redis" in v:
-        raw["redis"] = dict(v.pop("redis") or {})
+    for name in ("redis_options", "redis"):
+        if name in v:  # a mapping of RedisSettings fields, or a RedisSettings itself
+            opts = v.pop(name) or {}
+            raw["redis"] = dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else dict(opts)
     if v.get("redis_url") is False:
         v["redis_url"] = None
     d = v.pop("defaults", None)

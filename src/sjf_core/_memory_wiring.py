@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sjf_core.admission._local import QueueEvents
+from sjf_core.admission._events import QueueEvents
+from sjf_core.config import MEMORY_REDIS_OP_TIMEOUT_S, MEMORY_REDIS_RETRY_S
 from sjf_core.memory._core import LengthMemory
 from sjf_core.memory._store import RedisStore
 
@@ -23,9 +24,8 @@ def memory_for(config: Any) -> LengthMemory | None:
         return None
     store = None
     if config.redis_url:
-        o = dict(config.redis_options)
-        store = RedisStore(config.redis_url, prefix=o.get("prefix", "sjf"),
-                           op_timeout_s=float(o.get("op_timeout_s") or 0.05), retry_s=float(o.get("retry_s") or 5.0))
+        store = RedisStore(config.redis_url, prefix=config.redis.prefix, op_timeout_s=MEMORY_REDIS_OP_TIMEOUT_S,
+                           retry_s=MEMORY_REDIS_RETRY_S)
     return LengthMemory(store=store, persist_path=config.memory_path or None)
 
 

@@ -27,7 +27,7 @@ from sjf_core.admission._last_resort import LastResort
 from sjf_core.admission._ledger import attach_ledger
 from sjf_core.admission._stores import make_queue
 from sjf_core.admission._ticket import Ticket
-from sjf_core.config import AUTO, SchedulerConfig
+from sjf_core.config import AUTO, SchedulerConfig, check_slots
 from sjf_core.ext._hooks import install_plugins
 from sjf_core.ext._metrics import install_default_metrics
 from sjf_core.memory._core import handle_of
@@ -125,8 +125,7 @@ class Scheduler:
     def set_slots(self, backend: Any, slots: int) -> bool:
         """Set the slots of ``backend``'s queue before it exists (e.g. "auto" resolved by
         asking the backend). Returns False (and changes nothing) once the queue exists."""
-        if int(slots) < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        slots = check_slots(slots)
         key = backend_key(backend)
         with self._lock:
             if key in self._queues:
@@ -224,7 +223,7 @@ class Scheduler:
         b, c = self.config.backend(key), self.config
         return make_queue(key, slots=self.slots_for(key), policy=self.make_policy(), lease_ttl_s=c.lease_ttl_s,
                           listeners=self.listeners, overload=b.overload, rate_limit=b.rate_limit,
-                          fairness=c.fairness, redis_url=c.redis_url, redis_options=c.redis_options)
+                          fairness=c.fairness, redis_url=c.redis_url, redis=c.redis)
 
     @property
     def queues(self) -> dict[str, AdmissionQueue]:
@@ -335,7 +334,10 @@ def default_scheduler() -> Scheduler:
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Scheduler(SchedulerConfig.from_env())
+                cfg = SchedulerConfig.from_env()
+                for w in cfg.warnings:  # e.g. a misspelt SJF_* name: said once, at start-up
+                    log.warning("SJF settings: %s", w)
+                _default = Scheduler(cfg)
     return _default
 
 

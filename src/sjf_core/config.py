@@ -2,49 +2,54 @@
 
 Contract:
 
-* :meth:`SchedulerConfig.from_env` reads built-in defaults < the file named by
-  ``SJF_CONFIG`` (YAML or JSON) < the ``SJF_*`` environment variables; an ``SJF_REDIS_*``
-  variable beats the file's ``redis`` option of the same name.
-* :meth:`SchedulerConfig.from_file` reads defaults < one file; :meth:`SchedulerConfig.create`
-  builds from Python values (file-key names, plus ``backend_slots`` / ``backend_overload`` /
-  ``backend_rate_limits`` / ``redis_options`` / ``policy_options`` maps);
-  :meth:`SchedulerConfig.replace` is ``create`` on top of an existing config.
-* Every constructor validates: a bad value raises :class:`ValueError` whose message names
-  the setting (the env var, or the file and its key). Values are parsed once
-  (:class:`~sjf_core.admission._overload.OverloadConfig`, :class:`~sjf_core.admission._ratelimit.RateLimit`,
-  :class:`~sjf_core.policy._tenants.Fairness`, :class:`~sjf_core.policy._tenants.IntentDefaults`).
-* Backend settings are one :class:`BackendConfig` per queue key (the normalised base URL,
-  or ``queue:NAME`` for URLs the file joins into one named queue).
+* Every default of the runtime is defined once, below (the layers derive theirs from these),
+  and this module loads no runtime module, so any may import it.
+* :meth:`SchedulerConfig.from_env` reads built-in defaults < the file named by ``SJF_CONFIG``
+  (YAML or JSON) < the ``SJF_*`` environment variables (``SJF_REDIS_*`` beat the file's
+  ``redis``); :meth:`~SchedulerConfig.from_file` one file; :meth:`~SchedulerConfig.create` /
+  :meth:`~SchedulerConfig.replace` Python values (file-key names, plus the ``backend_*`` /
+  ``redis_options`` / ``policy_options`` maps).
+* Each value is parsed and checked once, at that boundary (:mod:`sjf_core._config_build`),
+  into typed, frozen settings the runtime takes as they are: :class:`PromotionSettings`,
+  :class:`RedisSettings`, :class:`BackendConfig` per queue key (the normalised base URL, or
+  ``queue:NAME``), ``OverloadConfig``, ``RateLimit``, ``Fairness``, ``IntentDefaults``. A bad
+  value raises :class:`ValueError` naming the setting (the env var, or the file and its key);
+  an unknown key of the file is an error naming the closest known key, an unknown ``SJF_*``
+  variable a warning in ``warnings`` (with the closest known name); Redis and backend URLs
+  must parse.
 
-Nothing else in ``src/`` reads ``SJF_*`` settings; the names and defaults are the ones
-listed in :mod:`litellm_sjf.settings` and ``docs/operations.md``. The process-wide
-switches read at use time (``SJF_NO_C_SCAN``, ``SJF_MEMORY_SALT``) are here too:
-:func:`native_scan_disabled`, :func:`memory_salt`.
+Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`,
+``docs/operations.md``); the switches read at use time are here too: :func:`native_scan_disabled`,
+:func:`memory_salt`.
 """
-
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from sjf_core import _config_read as _r
-from sjf_core import _config_values as _v
-from sjf_core._config_read import AUTO, DISCONNECT_MODES
-from sjf_core.admission._backend_url import normalise
-from sjf_core.admission._overload import OverloadConfig
-from sjf_core.admission._ratelimit import RateLimit
-from sjf_core.admission._redis import redis_config
-from sjf_core.policy._policies import Policy, make_policy
-from sjf_core.policy._tenants import Fairness, IntentDefaults
+if TYPE_CHECKING:  # annotations only: this module imports no runtime module when it loads
+    from sjf_core.admission._overload import OverloadConfig
+    from sjf_core.admission._ratelimit import RateLimit
+    from sjf_core.policy._policies import Policy
+    from sjf_core.policy._tenants import Fairness, IntentDefaults
 
-__all__ = ["SchedulerConfig", "BackendConfig", "AdapterConfig", "AUTO", "DISCONNECT_MODES",
-           "native_scan_disabled", "memory_salt", "DEFAULT_PROMOTION", "TAU_OFF_PROMOTION",
-           "DEFAULT_PROBE_TIMEOUT_S"]
+__all__ = ["SchedulerConfig", "BackendConfig", "AdapterConfig", "PromotionSettings", "RedisSettings", "AUTO",
+           "DISCONNECT_MODES", "FAIL_MODES", "native_scan_disabled", "memory_salt", "DEFAULT_POLICY", "DEFAULT_TAU",
+           "DEFAULT_PROMOTION", "TAU_OFF_PROMOTION", "DEFAULT_PROBE_TIMEOUT_S", "DEFAULT_SHORT_SERVICE_S", "check_slots"]
 
-# ---- defaults defined here once (the layers below derive theirs from these) ------------------
+# ---- defaults, defined here once (every layer below derives its own from these) --------------
+# This module loads no runtime module (the building code imports what it needs when it runs),
+# so that any module may take its defaults from here.
+#: Policy of a queue that names none: ascending expected answer tokens (docs/scheduling.md).
+DEFAULT_POLICY = "sjf-tokens"
+#: τ (the starvation bound of the time-based rules): 3 × the measured mean Short service time.
+DEFAULT_TAU = "3x"
+#: Seed of the mean Short service time (s), before any is measured.
+DEFAULT_SHORT_SERVICE_S = 2.0
 #: Promotion rule (starvation guard) of a policy that names none: "work-bound", due on the
 #: served-work clock (:class:`~sjf_core.policy.promotion.WorkBound`), chosen with
 #: ``sjf simulate --scenario guard`` (docs/scheduling.md). Policies, pending structures,
@@ -56,6 +61,131 @@ TAU_OFF_PROMOTION = "strict"
 #: Seconds an idle probe may take before an orphan's slot falls back to the lease (both
 #: adapters; the OpenAI SDK's default read timeout).
 DEFAULT_PROBE_TIMEOUT_S = 600.0
+#: The ``slots`` value that asks the backend (llama.cpp's ``/props``) how many it runs.
+AUTO = "auto"
+#: What the LiteLLM plugin does with an orphan's slot (the first is the default).
+DISCONNECT_MODES = ("probe", "drain", "release")
+#: What the Redis store does when Redis is unreachable (the first is the default).
+FAIL_MODES = ("open", "closed")
+#: The length memory's Redis calls: socket timeout (s; short, scoring waits for them) and how
+#: long it leaves Redis alone after an error (s). Its own, not the admission store's
+#: :class:`RedisSettings`, whose key ``prefix`` it shares.
+MEMORY_REDIS_OP_TIMEOUT_S = 0.05
+MEMORY_REDIS_RETRY_S = 5.0
+
+
+@dataclass(frozen=True)
+class PromotionSettings:
+    """The starvation guard of a policy: its rule and every rule's parameters, checked once
+    here, each by the rule that owns it whichever rule is chosen (a bad ``horizon`` is an
+    error under "work-bound" too, so a typo never passes silently).
+
+    Raises:
+        ValueError: an unknown rule or a parameter out of its range (named in the message).
+    """
+
+    #: The rule (:data:`sjf_core.policy.promotion.PROMOTIONS`): "work-bound", "work-aging",
+    #: "fcfs-bound", "strict" (paper §3.4), "one-in-k", "aging", "aged-sjf"; None: the
+    #: policy's default (:data:`DEFAULT_PROMOTION`, or :data:`TAU_OFF_PROMOTION` for the
+    #: policies with τ off).
+    rule: str | None = None
+    #: "one-in-k": at most one promotion per ``k`` dispatches (int >= 1).
+    k: int = 2
+    #: "aging": a Long that has waited ``horizon × τ`` ties with a fresh Short (> 0).
+    horizon: float = 8.0
+    #: "fcfs-bound": slack over the FCFS start and its floor in multiples of the mean backlog (>= 0).
+    slack: float = 0.0
+    floor: float = 1.0
+    #: "work-bound" / "work-aging": ``slowdown`` (> 0) and "work-bound"'s ``work_slack`` (>= 0),
+    #: in the served-work clock's units (docs/scheduling.md).
+    slowdown: float = 8.0
+    work_slack: float = 0.2
+    #: Any rule: an absolute wait bound in seconds (> 0), or None.
+    max_wait_s: float | None = None
+
+    def __post_init__(self):
+        from sjf_core.policy.promotion._registry import check_settings  # the rules check their own
+
+        check_settings(self)
+
+    @classmethod
+    def of(cls, value: "PromotionSettings | str | None") -> "PromotionSettings":
+        """``value`` as settings: itself, or a rule name (None: the policy's default)."""
+        return value if isinstance(value, PromotionSettings) else cls(rule=value)
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """The shared Redis store's options (:class:`~sjf_core.admission._redis.RedisAdmissionQueue`),
+    checked once here.
+
+    Raises:
+        ValueError: a bad value, the message naming the option.
+    """
+
+    #: "open": while Redis is unreachable, requests go through a per-process queue;
+    #: "closed": they are refused (HTTP 429).
+    fail_mode: str = FAIL_MODES[0]
+    #: Lease time-to-live in Redis (s, > 0): a crashed holder's slot returns at most this long
+    #: after its last renewal (renewed every third of it).
+    redis_lease_ttl_s: float = 10.0
+    #: Liveness time-to-live of a queued ticket (s, > 0): a dead waiter leaves within it.
+    waiter_ttl_s: float = 10.0
+    #: First part of every key.
+    prefix: str = "sjf"
+    #: Socket timeout of non-blocking Redis calls (s, > 0).
+    op_timeout_s: float = 2.0
+    #: While Redis is marked down, new tickets skip it this long (s, >= 0).
+    retry_s: float = 1.0
+
+    def __post_init__(self):
+        if self.fail_mode not in FAIL_MODES:
+            raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
+        for name in ("redis_lease_ttl_s", "waiter_ttl_s", "op_timeout_s", "retry_s"):
+            v, low = getattr(self, name), "> 0" if name != "retry_s" else ">= 0"
+            x = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+            if not math.isfinite(x) or x < 0 or (x == 0 and name != "retry_s"):
+                raise ValueError(f"{name} must be a number {low}, got {v!r}")
+            object.__setattr__(self, name, x)
+        if not isinstance(self.prefix, str) or not self.prefix:
+            raise ValueError(f"prefix must be a non-empty string, got {self.prefix!r}")
+
+    @classmethod
+    def of(cls, options: "RedisSettings | Mapping[str, Any] | None") -> "RedisSettings":
+        """``options`` as settings: itself, or a mapping of its field names (the ``redis``
+        file key, ``SJF_REDIS_*``). Raises ValueError for an unknown name."""
+        if isinstance(options, RedisSettings):
+            return options
+        opts = dict(options or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(opts) - known
+        if unknown:
+            raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**opts)
+
+
+def check_slots(value: Any, what: str = "slots") -> int:
+    """``value`` as a slot count, the one check of it: an integer >= 1 (``True`` refused).
+    Raises ValueError naming ``what``."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be an integer >= 1, got {value!r}") from None
+    if n < 1 or isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
+    return n
+
+
+def _fairness_default() -> "Fairness":
+    from sjf_core.policy._tenants import Fairness
+
+    return Fairness.parse()
+
+
+def _defaults_default() -> "IntentDefaults":
+    from sjf_core.policy._tenants import IntentDefaults
+
+    return IntentDefaults.parse()
 
 
 def _empty() -> Mapping:
@@ -92,15 +222,16 @@ class SchedulerConfig:
 
     Attributes:
         predictor: "default" (the shipped model), a path to an ONNX model, None (FCFS order).
-        policy, tau, policy_options: the policy name (or object), τ and extra policy options
-            (``promotion``, ``k``, ``slowdown``, ``work_slack``, ``max_wait_s``...).
+        policy, tau, promotion: the policy name (or object), τ and the starvation guard
+            (:class:`PromotionSettings`).
         slots: default slots per backend (int >= 1, or "auto": adapters ask the backend;
             the core uses 1 until told).
         lease_ttl_s: lease time-to-live of a running ticket (s), or None (no lease).
         overload, rate_limit: defaults of every backend (None: off).
         backends: queue key -> :class:`BackendConfig` (None fields inherit the defaults).
         queues: normalised URL -> queue name (URLs with one name share one queue).
-        redis_url, redis_options: the shared Redis store (None: in-process queues).
+        redis_url, redis: the shared Redis store (None: in-process queues) and its
+            :class:`RedisSettings`.
         fairness, defaults: tenant shares and the intent defaults.
         memory, memory_path: the online length memory on/off and its persistence file.
         plugins: which entry-point plugins load ("auto", "none", "a,b").
@@ -110,9 +241,9 @@ class SchedulerConfig:
     """
 
     predictor: Any = "default"
-    policy: Any = "sjf-tokens"
-    tau: Any = "3x"
-    policy_options: Mapping[str, Any] = field(default_factory=_empty)
+    policy: Any = DEFAULT_POLICY
+    tau: Any = DEFAULT_TAU
+    promotion: PromotionSettings = field(default_factory=PromotionSettings)
     slots: Any = 1
     lease_ttl_s: float | None = None
     overload: OverloadConfig | None = None
@@ -120,9 +251,9 @@ class SchedulerConfig:
     backends: Mapping[str, BackendConfig] = field(default_factory=_empty)
     queues: Mapping[str, str] = field(default_factory=_empty)
     redis_url: str | None = None
-    redis_options: Mapping[str, Any] = field(default_factory=_empty)
-    fairness: Fairness = field(default_factory=Fairness.parse)
-    defaults: IntentDefaults = field(default_factory=IntentDefaults.parse)
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    fairness: Fairness = field(default_factory=_fairness_default)
+    defaults: IntentDefaults = field(default_factory=_defaults_default)
     memory: bool = True
     memory_path: str | None = None
     plugins: str = "auto"
@@ -140,18 +271,23 @@ class SchedulerConfig:
         Raises:
             ValueError: an unreadable file or a bad value (the message names the setting).
         """
+        from sjf_core import _config_read as _r
+
         env = os.environ if environ is None else environ
         raw, where = {}, {}
         path = str(env.get("SJF_CONFIG") or "").strip()
         if path:
             raw, where = _r.read_file(path)
         _r.apply_env(raw, where, env)
+        raw["read_warnings"] = _r.unknown_env(env)
         return cls._build(raw, where)
 
     @classmethod
     def from_file(cls, path: str) -> "SchedulerConfig":
         """Defaults < the YAML/JSON file at ``path``. Raises ValueError naming the bad key."""
-        raw, where = _r.read_file(path)
+        from sjf_core._config_read import read_file
+
+        raw, where = read_file(path)
         return cls._build(raw, where)
 
     @classmethod
@@ -166,6 +302,8 @@ class SchedulerConfig:
     # ---- look-ups ----------------------------------------------------------------------------
     def queue_key(self, url: Any) -> str:
         """The queue key of a backend URL: ``queue:NAME`` when named in ``queues``, else the normalised URL."""
+        from sjf_core.admission._backend_url import normalise
+
         key = normalise(url or "default")
         name = self.queues.get(key)
         return f"queue:{name}" if name else key
@@ -180,89 +318,24 @@ class SchedulerConfig:
             on_disconnect=self.adapter.on_disconnect if b.on_disconnect is None else b.on_disconnect,
         )
 
-    def make_policy(self) -> Policy:
-        """A fresh policy object (one per queue)."""
-        return make_policy(self.policy, **self.policy_kwargs())
+    def make_policy(self) -> "Policy":
+        """A fresh policy object for one queue: ``policy`` with ``tau`` and ``promotion``
+        (a Policy object as is). Nothing is checked again: the settings were, once."""
+        from sjf_core.policy._policies import make_policy
 
-    def policy_kwargs(self) -> dict:
-        """Keyword arguments of :func:`~sjf_core.policy._policies.make_policy` (τ included)."""
-        opts = dict(self.policy_options)
-        if not isinstance(self.policy, Policy):
-            opts.setdefault("tau", self.tau)
-        return opts
+        return make_policy(self.policy, tau=self.tau, promotion=self.promotion)
 
-    # ---- building ----------------------------------------------------------------------------
-    def _with(self, values: Mapping[str, Any]) -> "SchedulerConfig":
-        raw, where = _r.from_values(values)
-        return self._build(raw, where, base=self)
+    def _with(self, values: Mapping[str, Any]) -> "SchedulerConfig":  # building: sjf_core/_config_build.py
+        from sjf_core import _config_build, _config_read
+
+        raw, where = _config_read.from_values(values)
+        return _config_build.build(type(self), raw, where, self)
 
     @classmethod
     def _build(cls, raw: dict, where: dict, base: "SchedulerConfig | None" = None) -> "SchedulerConfig":
-        base = base or cls()
-        w = _r.Where(where)
-        c: dict[str, Any] = {}
-        for key in ("predictor", "policy", "tau", "memory_path", "metrics_addr"):
-            if key in raw:
-                c[key] = raw[key]
-        if isinstance(c.get("predictor"), str) and c["predictor"].strip().lower() in ("none", "off", "fcfs"):
-            c["predictor"] = None
-        opts = dict(base.policy_options)
-        opts.update(raw.get("policy_options") or {})
-        for key, conv in (("promotion", str), ("k", int), ("slowdown", float), ("work_slack", float),
-                          ("max_wait_s", float)):
-            if raw.get(key) is not None:
-                opts[key] = w.conv(key, raw[key], conv)
-        c["policy_options"] = MappingProxyType(opts)
-        if "slots" in raw:
-            c["slots"] = w.check(key="slots", fn=lambda: _r.slots_value(raw["slots"], "slots"))
-        for key in ("lease_ttl_s",):
-            if key in raw:
-                c[key] = None if raw[key] is None else w.positive(key, raw[key])
-        if "overload" in raw:
-            c["overload"] = w.check("overload", lambda: OverloadConfig.parse(raw["overload"]))
-        if "rate_limit" in raw:
-            c["rate_limit"] = w.check("rate_limit", lambda: RateLimit.parse(raw["rate_limit"]))
-        queues = dict(base.queues)
-        queues.update(raw.get("queues") or {})
-        c["queues"] = MappingProxyType(queues)
-        probe = dataclasses.replace(base, queues=c["queues"])
-        backends, warnings = _v.merge_backends(dict(base.backends), raw.get("backends") or {},
-                                              raw.get("backend_slots_env") or {}, probe.queue_key, w,
-                                              BackendConfig)
-        c["backends"] = MappingProxyType(backends)
-        c["warnings"] = tuple(base.warnings) + tuple(warnings)
-        if "redis_url" in raw:
-            c["redis_url"] = str(raw["redis_url"]) if raw["redis_url"] else None
-        redis_opts = dict(base.redis_options)
-        redis_opts.update(raw.get("redis") or {})
-        c["redis_options"] = MappingProxyType(redis_opts)
-        c["fairness"] = w.check(w.among("fairness", "tenants", "show_tenant_names"), lambda: _v.fairness(raw, base.fairness))
-        c["defaults"] = w.check(w.among("default_priority", "default_deadline_s", "backends", "tenants"),
-                                lambda: _v.intent_defaults(raw, base.defaults, probe.queue_key))
-        for key in ("memory", "metrics"):
-            if key in raw:
-                c[key] = _r.on_off(raw[key])
-        if "plugins" in raw:
-            c["plugins"] = str(raw["plugins"] if raw["plugins"] is not None else "auto").strip()
-        if "metrics_port" in raw:
-            c["metrics_port"] = None if raw["metrics_port"] in (None, "") else w.port("metrics_port", raw["metrics_port"])
-        c["adapter"] = _v.adapter(raw, base.adapter, w, AdapterConfig)
-        cfg = dataclasses.replace(base, **c)
-        cfg._validate(w)
-        return cfg
+        from sjf_core import _config_build
 
-    def _validate(self, w: "_r.Where") -> None:
-        """Cross-field checks; raises ValueError naming the setting."""
-        w.check(w.among("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s"), self.make_policy)
-        if self.redis_url:
-            w.check("redis_url", lambda: _v.redis_url(self.redis_url))
-            url, opts = w.check(w.among("redis_url", "redis", "policy"), lambda: redis_config(self.redis_url, dict(self.redis_options),
-                                                             self.make_policy()))
-            object.__setattr__(self, "redis_options", MappingProxyType(opts))
-        for key, b in self.backends.items():
-            if b.on_disconnect is not None and b.on_disconnect not in DISCONNECT_MODES:
-                raise ValueError(f"{w('backends')}: on_disconnect of backend {key} must be one of "
-                                 f"{DISCONNECT_MODES}, got {b.on_disconnect!r}")
+        return _config_build.build(cls, raw, where, base or cls())
 
 
 def native_scan_disabled(environ: Mapping[str, str] | None = None) -> bool:

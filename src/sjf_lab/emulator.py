@@ -15,11 +15,16 @@ SHA-256 and looks the hash up. Trace lines (one JSON object each)::
     {"sha256": "<hex of the scored text>", "answer_tokens": 40, "fault": "500"}
 
 Unknown prompts get a length from a seeded fallback distribution that depends only
-on (seed, prompt hash), so the same prompt gets the same length in every run.
+on (seed, prompt hash), so the same prompt gets the same length in every run: random with
+respect to what the prompt asks, so without a trace the emulator is a load generator, not
+a test of ordering (``sjf emulate`` warns; ``sjf emulate --trace demo`` serves the demo's
+prompts with their recorded lengths).
 
 Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``; streaming SSE
 and not, with ``usage``), ``POST /v1/completions``, ``POST /v1/responses`` (simple),
-``POST /v1/embeddings`` (answered at once, outside the slots), ``GET /v1/models``, ``GET /health``, ``GET /emulator/stats``, ``POST /emulator/reset``.
+``POST /v1/embeddings`` (answered at once, outside the slots), ``GET /v1/models``, ``GET /health``, ``GET /emulator/stats``, ``POST /emulator/reset``,
+``POST /emulator/wait-start`` (``{"hash": 12 hex of a prompt's SHA-256, "timeout": s}``: answers when a user
+request with that prompt got its slot, so that a client can leave *mid-answer*).
 ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens`` cap the answer
 (``finish_reason: "length"``).
 
@@ -40,7 +45,16 @@ Fault injection (a trace line's ``fault`` field, or the request header
 once the request holds its slot), ``"drop"`` (close the connection without an answer),
 ``"drop-mid"`` (generate half the answer, streaming it if asked, then drop the
 connection), ``"hold"`` (take the slot, then wait until ``POST /emulator/release``
-before generating: lets a test hold the backend busy while it builds a queue).
+before generating: lets a test hold the backend busy while it builds a queue),
+``"timeout"`` (take the slot and answer nothing until the client gives up).
+
+Probe faults (``probe_fault``, or ``POST /emulator/probe-fault`` with ``{"fault", "at",
+"rate"}``): the idle probes of :mod:`sjf_core.admission._probe` (``x-sjf-probe``) get
+``"500"`` / ``"503"`` / ``"429"`` or ``"timeout"`` (no answer until the client gives up),
+each probe with probability ``probe_fault_rate`` (seeded). ``probe_fault_at="slot"``
+(default): once the probe holds its slot, after the requests ahead of it (a backend that
+failed the probe itself); ``"arrival"``: at once, without a slot (Ollama's 503 when its own
+queue is full, or a proxy in between). Counted in ``probe_faults``.
 
 Client disconnects (``on_disconnect``):
 
@@ -90,7 +104,9 @@ log = logging.getLogger("sjf_lab.emulator")
 FAULT_HEADER = "x-emulator-fault"
 REQUEST_ID_HEADER = "x-emulator-request-id"
 PROBE_HEADER = "x-sjf-probe"  # sjf_core.admission._probe marks its idle probes with it
-FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold")
+FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold", "timeout")
+PROBE_FAULTS = ("500", "503", "429", "timeout")
+PROBE_FAULT_AT = ("slot", "arrival")
 DISCONNECT_MODES = ("stop", "continue", "stop-streams")
 _WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do")
 
@@ -249,6 +265,9 @@ class EmulatorConfig:
         first_token_s: extra delay before the first token (prefill), seconds.
         model: model id listed by ``/v1/models`` (any requested model is accepted).
         props: answer llama.cpp's ``GET /props`` (``total_slots``); False: 404.
+        probe_fault: what idle probes get (None: a normal 1-token answer), see the module
+            docstring; probe_fault_at: "slot" or "arrival"; probe_fault_rate: the share of
+            probes that get it (0..1).
     """
 
     tokens_per_s: float = 200.0
@@ -261,6 +280,9 @@ class EmulatorConfig:
     first_token_s: float = 0.0
     model: str = "emulator"
     props: bool = True
+    probe_fault: str | None = None
+    probe_fault_at: str = "slot"
+    probe_fault_rate: float = 1.0
 
     def __post_init__(self):
         if not self.tokens_per_s > 0:
@@ -271,6 +293,17 @@ class EmulatorConfig:
             raise ValueError(f"on_disconnect must be one of {DISCONNECT_MODES}, got {self.on_disconnect!r}")
         if not self.tick_s > 0:
             raise ValueError("tick_s must be > 0")
+        check_probe_fault(self.probe_fault, self.probe_fault_at, self.probe_fault_rate)
+
+
+def check_probe_fault(fault: str | None, at: str, rate: float) -> None:
+    """Raises ValueError for a probe fault the emulator does not know."""
+    if fault is not None and fault not in PROBE_FAULTS:
+        raise ValueError(f"probe_fault must be one of {PROBE_FAULTS} or None, got {fault!r}")
+    if at not in PROBE_FAULT_AT:
+        raise ValueError(f"probe_fault_at must be one of {PROBE_FAULT_AT}, got {at!r}")
+    if not 0.0 <= float(rate) <= 1.0:
+        raise ValueError(f"probe_fault_rate must be in [0, 1], got {rate!r}")
 
 
 @dataclass
@@ -281,6 +314,7 @@ class _Stats:
     probes: int = 0  # x-sjf-probe requests received
     probes_in_flight: int = 0
     max_probes_in_flight: int = 0
+    probe_faults: int = 0  # probes answered with the configured probe fault
     generating: int = 0
     max_generating: int = 0
     waiting: int = 0
@@ -361,6 +395,9 @@ class Emulator:
         self._t0 = time.monotonic()
         self._hold: asyncio.Event | None = None
         self.held = 0
+        self._probe_rng = random.Random(self.config.seed)
+        self._started: dict[str, float] = {}  # 12-hex prompt hash -> when a request with it got a slot
+        self._start_waiters: dict[str, list[asyncio.Future]] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -383,6 +420,8 @@ class Emulator:
         r.add_get("/emulator/stats", self._stats_handler)
         r.add_post("/emulator/reset", self._reset_handler)
         r.add_post("/emulator/release", self._release_handler)
+        r.add_post("/emulator/probe-fault", self._probe_fault_handler)
+        r.add_post("/emulator/wait-start", self._wait_start_handler)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
@@ -432,6 +471,7 @@ class Emulator:
         """Zero the counters (gauges of requests still open are kept; so is
         ``peak_in_flight``, the high-water mark since start)."""
         s = self._stats
+        self._started.clear()
         self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, probes_in_flight=s.probes_in_flight,
                              max_probes_in_flight=s.probes_in_flight, generating=s.generating,
                              max_generating=s.generating, waiting=s.waiting)
@@ -453,6 +493,88 @@ class Emulator:
 
     async def _release_handler(self, request: web.Request) -> web.Response:
         return web.json_response({"released": self.release_holds()})
+
+    def set_probe_fault(self, fault: str | None, at: str = "slot", rate: float = 1.0) -> None:
+        """What later idle probes get (module docstring). Raises ValueError."""
+        check_probe_fault(fault, at, rate)
+        self.config.probe_fault, self.config.probe_fault_at, self.config.probe_fault_rate = fault, at, float(rate)
+
+    async def _probe_fault_handler(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            self.set_probe_fault(body.get("fault"), body.get("at", "slot"), body.get("rate", 1.0))
+        except Exception as exc:
+            return _error(400, f"bad probe fault: {exc}", "invalid_request_error")
+        return web.json_response({"fault": self.config.probe_fault, "at": self.config.probe_fault_at,
+                                  "rate": self.config.probe_fault_rate})
+
+    async def wait_start(self, hash12: str, timeout_s: float = 60.0) -> float | None:
+        """When a user request with this prompt hash got a slot (monotonic s), waiting for
+        it up to ``timeout_s``; None if it did not. Lets a client leave *mid-answer*."""
+        if hash12 in self._started:
+            return self._started[hash12]
+        fut = asyncio.get_running_loop().create_future()
+        self._start_waiters.setdefault(hash12, []).append(fut)
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            return None
+        finally:
+            waiters = self._start_waiters.get(hash12, [])
+            if fut in waiters:
+                waiters.remove(fut)
+            if not waiters:
+                self._start_waiters.pop(hash12, None)
+
+    def _mark_started(self, hash12: str, t: float) -> None:
+        self._started[hash12] = t
+        for fut in self._start_waiters.pop(hash12, []):
+            if not fut.done():
+                fut.set_result(t)
+
+    async def _wait_start_handler(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            t = await self.wait_start(str(body["hash"]), float(body.get("timeout", 60.0)))
+        except (KeyError, TypeError, ValueError):
+            return _error(400, "body must be {hash, timeout}", "invalid_request_error")
+        return web.json_response({"started": t is not None, "t_start": t})
+
+    def _pick_probe_fault(self) -> str | None:
+        c = self.config
+        if c.probe_fault is None or self._probe_rng.random() >= c.probe_fault_rate:
+            return None
+        self._stats.probe_faults += 1
+        return c.probe_fault
+
+    def _arrive_probe(self) -> str | None:
+        """Count an idle probe (apart, so "never more than slots" speaks of user requests);
+        returns the probe fault it gets, if any."""
+        s = self._stats
+        s.probes += 1
+        s.probes_in_flight += 1
+        s.max_probes_in_flight = max(s.max_probes_in_flight, s.probes_in_flight)
+        return self._pick_probe_fault()
+
+    def _arrive_user(self) -> None:
+        """Count a user request (``in_flight``, the maxima)."""
+        s = self._stats
+        s.in_flight += 1
+        s.max_in_flight = max(s.max_in_flight, s.in_flight)
+        self._peak_in_flight = max(self._peak_in_flight, s.in_flight)
+
+    async def _fail_probe_now(self, request: web.Request, fault: str) -> web.Response:
+        """A probe fault at arrival, without a slot (a full queue, a proxy in between)."""
+        if fault == "timeout":
+            await self._until_gone(request)
+            return web.Response(status=499)
+        return _error(int(fault), f"emulated probe error {fault}", "server_error")
+
+    async def _until_gone(self, request: web.Request, limit_s: float = 3600.0) -> None:
+        """Answer nothing until the client gives up (a hung backend or proxy)."""
+        end = time.monotonic() + limit_s
+        while not self._gone(request) and time.monotonic() < end:
+            await asyncio.sleep(self.config.tick_s)
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -542,15 +664,11 @@ class Emulator:
         t_in = time.monotonic()
         rec = None
         probe = PROBE_HEADER in request.headers
-        if probe:  # our idle probe: counted apart, so "never more than slots" speaks of user requests
-            s.probes += 1
-            s.probes_in_flight += 1
-            s.max_probes_in_flight = max(s.max_probes_in_flight, s.probes_in_flight)
-        else:
-            s.in_flight += 1
-            s.max_in_flight = max(s.max_in_flight, s.in_flight)
-            self._peak_in_flight = max(self._peak_in_flight, s.in_flight)
+        probe_fault = self._arrive_probe() if probe else self._arrive_user()
+        fault = probe_fault or fault
         try:
+            if probe_fault is not None and self.config.probe_fault_at == "arrival":
+                return await self._fail_probe_now(request, probe_fault)
             # ---- wait for a slot (FIFO) -------------------------------------------------
             fut = self._slots.try_acquire()
             if fut is not None:
@@ -576,6 +694,8 @@ class Emulator:
                    "probe": probe, "stream": stream, "api": endpoint,
                    "sjf_headers": sorted(k.lower() for k in request.headers if k.lower().startswith("x-sjf-"))}
             s.order.append(rec)
+            if not probe:
+                self._mark_started(rec["hash"], rec["t_start"])
             try:
                 return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)
             finally:
@@ -591,15 +711,8 @@ class Emulator:
 
     async def _generate(self, request, endpoint, body, text, n_tokens, finish, stream, fault, rec):
         s = self._stats
-        if fault in ("500", "503", "429"):
-            rec["outcome"] = "error"
-            s.errors += 1
-            return _error(int(fault), f"emulated backend error {fault}", "server_error")
-        if fault == "drop":
-            rec["outcome"] = "dropped"
-            s.dropped += 1
-            _abort(request)
-            return web.Response(status=500)  # never reaches the client
+        if fault in ("500", "503", "429", "drop", "timeout"):
+            return await self._fail(request, fault, rec)
         if fault == "hold":
             if self._hold is None:
                 self._hold = asyncio.Event()
@@ -677,6 +790,22 @@ class Emulator:
                 s.disconnects += 1
             return resp
         return web.json_response(fmt.full(_words(0, n_tokens), n_tokens, finish))
+
+    async def _fail(self, request, fault: str, rec: dict):
+        """A fault once the request holds its slot: an HTTP error, a dropped connection, or
+        no answer until the client gives up."""
+        s = self._stats
+        if fault == "drop":
+            rec["outcome"] = "dropped"
+            s.dropped += 1
+            _abort(request)
+            return web.Response(status=500)  # never reaches the client
+        if fault == "timeout":
+            await self._until_gone(request)
+            return await self._client_gone(request, 0, rec, 0)
+        rec["outcome"] = "error"
+        s.errors += 1
+        return _error(int(fault), f"emulated backend error {fault}", "server_error")
 
     async def _client_gone(self, request, n_tokens, rec, produced, resp=None, finished=False):
         s = self._stats
@@ -892,6 +1021,10 @@ class EmulatorThread:
         """Let requests held by a ``"hold"`` fault go on (see :meth:`Emulator.release_holds`)."""
         return self.call(self.emulator.release_holds)
 
+    def set_probe_fault(self, fault: str | None, at: str = "slot", rate: float = 1.0) -> None:
+        """What later idle probes get (see :meth:`Emulator.set_probe_fault`)."""
+        self.call(self.emulator.set_probe_fault, fault, at, rate)
+
     def call(self, fn, *args):
         """Run a plain function on the emulator's loop and return its result."""
         async def _run():
@@ -925,4 +1058,5 @@ def start_in_thread(config: EmulatorConfig | None = None, **kw) -> EmulatorThrea
 
 __all__ = ["Emulator", "EmulatorConfig", "EmulatorThread", "Trace", "TraceItem", "prompt_hash", "short_hash",
            "max_overlap", "idle_gaps", "PROBE_HEADER",
-           "request_text", "start_in_thread", "FAULTS", "FAULT_HEADER", "REQUEST_ID_HEADER", "DISCONNECT_MODES"]
+           "request_text", "start_in_thread", "FAULTS", "FAULT_HEADER", "REQUEST_ID_HEADER", "DISCONNECT_MODES",
+           "PROBE_FAULTS", "PROBE_FAULT_AT"]

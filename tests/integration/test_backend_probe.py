@@ -95,7 +95,8 @@ async def test_concurrent_callers_share_one_probe_that_returns_after_the_backend
     probe = st["order"][1]
     assert probe["probe"] is True and probe["tokens"] == 1 and probe["t_in"] < st["order"][0]["t_out"]
     assert probe["t_out"] >= st["order"][0]["t_out"]  # answered only after the busy request ended
-    assert gate.counters == {"sent": 1, "ok": 1, "timeout": 0, "error": 0, "unreachable": 0, "shared": 2}
+    assert gate.counters == {"sent": 1, "ok": 1, "timeout": 0, "error": 0, "unreachable": 0, "shared": 2,
+                             "retry": 0, "estimate": 0}
     assert probe_stats()[backend_key(emu.base_url)] == gate.counters
     assert not gate.in_flight
 

@@ -37,20 +37,42 @@ class H:
     def status(self) -> dict:
         return httpx.get(f"http://127.0.0.1:{self.status_port}/sjf/status", timeout=10).json()
 
-    async def chat(self, group: str, prompt: str) -> int:
+    async def chat(self, group: str, prompt: str, check: bool = True, **body) -> int:
         async with httpx.AsyncClient(timeout=120) as c:
             r = await c.post(self.proxy.openai_base_url + "/chat/completions",
                              headers={"Authorization": f"Bearer {self.proxy.master_key}"},
                              json={"model": group, "messages": [{"role": "user", "content": prompt}],
-                                   "max_tokens": 20})
+                                   "max_tokens": 20, **body})
+            if not check:
+                return r.status_code
             r.raise_for_status()
             return r.json()["usage"]["completion_tokens"]
+
+    async def stream(self, group: str, prompt: str, chunks: int | None = None) -> int:
+        """Read a streamed answer to its end (or leave after ``chunks`` chunks); the chunks read."""
+        n = 0
+        async with httpx.AsyncClient(timeout=120) as c:
+            async with c.stream("POST", self.proxy.openai_base_url + "/chat/completions",
+                                headers={"Authorization": f"Bearer {self.proxy.master_key}"},
+                                json={"model": group, "messages": [{"role": "user", "content": prompt}],
+                                      "stream": True}) as r:
+                async for line in r.aiter_lines():
+                    n += line.startswith("data: ")
+                    if chunks is not None and n >= chunks:
+                        break
+        return n
+
+    def gate(self, emu) -> dict:
+        return next(v for k, v in self.status()["last_resort"]["backends"].items() if str(emu.port) in k)
 
 
 @pytest.fixture(scope="module")
 def gp():
     hold = [{"prompt": HOLD, "answer_tokens": 20, "fault": "hold"}]
-    emus = {"boom": EmulatorThread(tokens_per_s=400), "kill": EmulatorThread(tokens_per_s=400, trace_records=hold)}
+    paths = [{"prompt": "BOOM fails", "answer_tokens": 20, "fault": "500"}, {"prompt": "BOOM long", "answer_tokens": 400},
+             {"prompt": "BOOM stream", "answer_tokens": 60}]
+    emus = {"boom": EmulatorThread(tokens_per_s=400, on_disconnect="continue", trace_records=paths),
+            "kill": EmulatorThread(tokens_per_s=400, trace_records=hold)}
     srv = RedisServer().start()
     proxy = None
     try:
@@ -100,3 +122,25 @@ async def test_redis_killed_mid_burst_keeps_one_in_flight_and_loses_nothing(gp):
     assert await gp.chat("kill", "after the restart") == 20
     await until(lambda: gp.status()["backends"][key]["in_flight"] == 0, timeout=30)
     assert emu.stats()["max_in_flight"] == 1
+
+
+async def test_a_gated_request_releases_exactly_once_on_every_path(gp):
+    """Success, a backend error, a stream read to its end, a stream left after its first chunk, a
+    client that leaves a non-streamed answer mid-way (the idle probe): each through the gate."""
+    emu = gp.emus["boom"]
+    before = gp.gate(emu)["gate_granted"] if any(str(emu.port) in k for k in
+                                                 gp.status()["last_resort"]["backends"]) else 0
+    assert await gp.chat("boom", "BOOM ok") == 20
+    assert await gp.chat("boom", "BOOM fails", check=False) >= 500
+    assert await gp.stream("boom", "BOOM stream") > 2  # read to its end
+    assert await gp.stream("boom", "BOOM stream", chunks=2) == 2
+    left = asyncio.ensure_future(gp.chat("boom", "BOOM long", max_tokens=400))
+    await until(lambda: emu.stats()["generating"] == 1 and emu.stats()["order"][-1]["tokens"] == 400)
+    left.cancel()  # the client leaves mid-answer: the slot is kept until the backend is idle
+    await asyncio.gather(left, return_exceptions=True)
+    assert await gp.chat("boom", "BOOM after") == 20
+    await until(lambda: gp.gate(emu)["gate_in_flight"] == 0 and gp.status()["tracked_calls"] == 0, timeout=60)
+    g = gp.gate(emu)
+    assert g["gate_granted"] - before == 6 and g["gate_released"] == g["gate_granted"], g
+    assert g["held"] == 0 and g["gate_expired"] == 0, g  # released by the paths, never by the lease
+    assert emu.stats()["max_in_flight"] == 1  # the orphan and the next one never at once

@@ -113,3 +113,65 @@ async def test_redis_killed_mid_burst_keeps_one_in_flight_and_loses_nothing(emul
     st = emu.stats()
     assert st["max_in_flight"] == 1 and st["served"] == N, st["max_in_flight"]
     await until(lambda: sched.last_resort.ledger(emu.base_url).used == 0)
+
+
+class AllBugScheduler(Scheduler):
+    """Every ticket raises: each request goes through the last-resort gate."""
+
+    def lazy_ticket(self, *args, **kw):
+        raise RuntimeError("bug in our own code")
+
+
+async def test_a_gated_request_releases_exactly_once_on_every_path(emulator_factory):
+    """Success, a backend error, a stream read to its end, a stream closed early (idle probe), a
+    non-streamed call cancelled mid-answer (idle probe), on a backend that generates on."""
+    emu = await emulator_factory(tokens_per_s=400, on_disconnect="continue", trace_records=[
+        {"prompt": "fails", "answer_tokens": 5, "fault": "500"}, {"prompt": "long", "answer_tokens": 400}])
+    sched = AllBugScheduler(predictor=None, plugins=False)
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0), scheduler=sched)
+    r = await client.chat.completions.create(model="m", messages=msg("ok"), max_tokens=20)
+    assert r.usage.completion_tokens == 20
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(model="m", messages=msg("fails"))
+    s = await client.chat.completions.create(model="m", messages=msg("stream"), max_tokens=30, stream=True)
+    assert len([c async for c in s]) > 2  # read to its end
+    s = await client.chat.completions.create(model="m", messages=msg("long"), stream=True)
+    await s.__anext__()
+    await s.close()  # closed early: the slot waits for the probe
+    left = asyncio.ensure_future(client.chat.completions.create(model="m", messages=msg("long")))
+    await until(lambda: emu.stats()["generating"] == 1 and emu.stats()["order"][-1]["stream"] is False, timeout=30)
+    left.cancel()
+    await asyncio.gather(left, return_exceptions=True)
+    r = await client.chat.completions.create(model="m", messages=msg("after"), max_tokens=20)
+    assert r.usage.completion_tokens == 20
+    g = sched.last_resort.gate(emu.base_url)
+    await until(lambda: g.in_flight == 0, timeout=30)
+    assert g.granted == g.released == 6 and g.expired == 0
+    assert sched.last_resort.ledger(emu.base_url).used == 0
+    assert emu.stats()["max_in_flight"] == 1
+    t = openai_sjf.transport_of(client).stats
+    assert t.gated == 6 and t.orphans == 2 and t.probes_ok == 2
+
+
+async def test_a_bug_in_the_redis_store_on_half_the_requests_keeps_one_in_flight(emulator_factory, redis_url,
+                                                                                   monkeypatch):
+    """A fault of the store that is not a Redis error (so not its fail-open): counted as "store"."""
+    from sjf_core.admission._redis_grant import RedisGrants
+
+    real, n = RedisGrants._acquire, [0]
+
+    async def buggy(self, t):
+        n[0] += 1
+        if n[0] % 2:
+            raise TypeError("bug in the store")
+        return await real(self, t)
+
+    monkeypatch.setattr(RedisGrants, "_acquire", buggy)
+    emu = await emulator_factory(tokens_per_s=400)
+    sched = Scheduler(predictor=None, plugins=False, redis_url=redis_url)
+    client = openai_sjf.wrap(openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0), scheduler=sched)
+    assert await _burst(client) == [20] * N
+    st = emu.stats()
+    assert st["max_in_flight"] == 1 and st["served"] == N, st["max_in_flight"]
+    assert sched.last_resort.counts["store"] == N // 2
+    await until(lambda: sched.last_resort.ledger(emu.base_url).used == 0)

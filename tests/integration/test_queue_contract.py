@@ -19,6 +19,7 @@ from waits import wait_until
 from sjf_core.admission._ticket import TicketState
 from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._redis import RedisAdmissionQueue
+from sjf_core.config import RedisSettings
 from sjf_core.predict._prediction import Prediction
 
 SHORT = Prediction.from_probs([1.0, 0.0, 0.0])
@@ -35,7 +36,8 @@ async def make_queue(request):
             q = LocalAdmissionQueue(slots=1, name=name, **kw)
         else:
             url = request.getfixturevalue("redis_url")
-            q = RedisAdmissionQueue(url, slots=1, name=name, redis_lease_ttl_s=1.5, waiter_ttl_s=1.5, **kw)
+            q = RedisAdmissionQueue(url, slots=1, name=name, options=RedisSettings(redis_lease_ttl_s=1.5, waiter_ttl_s=1.5),
+                                    **kw)
         made.append(q)
         return q
 

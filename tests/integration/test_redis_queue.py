@@ -21,10 +21,15 @@ import redis.asyncio as ra
 from redis_server import RedisServer, free_port
 from waits import wait_until
 from sjf_core.admission._local import LocalAdmissionQueue, QueueEvents
+from sjf_lab.sim.policies import policy_of
 from sjf_core._errors import AdmissionRejected
-from sjf_core.policy._policies import RequestMeta, make_policy
+from sjf_core.policy._policies import RequestMeta
 from sjf_core.predict._prediction import Prediction
 from sjf_core.admission._redis import RedisAdmissionQueue, RedisUnavailable, hash_tag, policy_server_args
+from sjf_core._scheduler import Scheduler
+from sjf_core.config import RedisSettings
+
+REDIS_OPTIONS = ("redis_lease_ttl_s", "waiter_ttl_s", "fail_mode", "prefix", "op_timeout_s", "retry_s")
 
 
 def pred(p_long: float) -> Prediction:
@@ -48,13 +53,25 @@ def snap_is(q, **want):
     return cond
 
 
+def snap_is_at_least(q, **want):
+    """An async condition: ``q.snapshot()`` has at least these values."""
+    async def cond():
+        try:
+            snap = await q.snapshot()
+        except ra.ConnectionError:
+            return False
+        return all(snap.get(k, 0) >= v for k, v in want.items())
+    return cond
+
+
 @pytest.fixture
 async def stores(redis_url):
     made = []
 
     def make(**kw):
         kw.setdefault("name", backend())
-        s = RedisAdmissionQueue(kw.pop("url", redis_url), **kw)
+        options = {k: kw.pop(k) for k in REDIS_OPTIONS if k in kw}  # the store's RedisSettings
+        s = RedisAdmissionQueue(kw.pop("url", redis_url), options=RedisSettings(**options), **kw)
         made.append(s)
         return s
 
@@ -64,39 +81,44 @@ async def stores(redis_url):
 
 
 # ---- order parity with the in-process queue -------------------------------------------------
+#: τ and the absolute wait bound (s) of the scenarios, far from every age of workload():
+#: young requests are 0-3.3 s old, old ones 106-112 s (due deadlines: 200-205 s), so no
+#: run, however slow the machine, moves a request across either bound while it waits.
+TAU_S = 60.0
+MAX_WAIT_S = 50.0
+
 SCENARIOS = [
     # (policy, options); τ in fixed seconds so both stores agree on it exactly
     ("fcfs", {}),
     ("sjf", {"tau": "off"}),
     # the default promotion ("work-bound") with 20 s Short service seeds
-    ("sjf", {"tau": 5.5, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": TAU_S, "initial_short_service_s": 20.0}),
     # the previous default ("fcfs-bound"); the seeds keep its bounds >= 20 s away
-    ("sjf", {"tau": 5.5, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
-    ("sjf", {"tau": 5.5, "promotion": "strict"}),
-    ("sjf", {"tau": 5.5, "promotion": "one-in-k", "k": 3}),
-    ("sjf", {"tau": 5.5, "promotion": "aging"}),
+    ("sjf", {"tau": TAU_S, "promotion": "fcfs-bound", "slack": 0.5, "floor": 0.0, "initial_short_service_s": 20.0}),
+    ("sjf", {"tau": TAU_S, "promotion": "strict"}),
+    ("sjf", {"tau": TAU_S, "promotion": "one-in-k", "k": 3}),
+    ("sjf", {"tau": TAU_S, "promotion": "aging"}),
+    # aging has no threshold: a short τ scales it, and speed cannot cross anything
     ("sjf", {"tau": 0.75, "promotion": "aging", "horizon": 2.0}),
-    ("sjf-tokens", {"tau": 5.5, "promotion": "aging"}),
+    ("sjf-tokens", {"tau": TAU_S, "promotion": "aging"}),
     ("sjf-tokens", {"tau": "off"}),
     # the served-work rules (the default is "work-bound"); small slowdowns so that they act
-    ("sjf-tokens", {"tau": 5.5, "promotion": "work-bound", "slowdown": 1.0, "work_slack": 0.0}),
-    ("sjf", {"tau": 5.5, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
-    ("sjf", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.05}),
-    ("sjf-tokens", {"tau": 5.5, "promotion": "work-aging", "slowdown": 0.5}),
-    # an absolute wait bound beside each rule (ages are 0-3.3, 6-12 s: 5 s splits them with
-    # 1.7 s to spare, so enqueue and drain time on a loaded machine cannot cross it)
-    ("sjf-tokens", {"tau": 5.5, "max_wait_s": 5.0}),
-    ("sjf", {"tau": 5.5, "promotion": "strict", "max_wait_s": 5.0}),
+    ("sjf-tokens", {"tau": TAU_S, "promotion": "work-bound", "slowdown": 1.0, "work_slack": 0.0}),
+    ("sjf", {"tau": TAU_S, "promotion": "work-bound", "slowdown": 2.0, "work_slack": 0.5}),
+    ("sjf", {"tau": TAU_S, "promotion": "work-aging", "slowdown": 0.05}),
+    ("sjf-tokens", {"tau": TAU_S, "promotion": "work-aging", "slowdown": 0.5}),
+    # an absolute wait bound beside each rule
+    ("sjf-tokens", {"tau": TAU_S, "max_wait_s": MAX_WAIT_S}),
+    ("sjf", {"tau": TAU_S, "promotion": "strict", "max_wait_s": MAX_WAIT_S}),
     # fcfs-bound keeps max_wait_s when τ is off (its own bound is then infinite)
-    ("sjf", {"tau": "off", "promotion": "fcfs-bound", "max_wait_s": 5.0}),
-    ("sjf", {"tau": "off", "promotion": "strict", "max_wait_s": 5.0}),
+    ("sjf", {"tau": "off", "promotion": "fcfs-bound", "max_wait_s": MAX_WAIT_S}),
+    ("sjf", {"tau": "off", "promotion": "strict", "max_wait_s": MAX_WAIT_S}),
 ]
 
 
-
 def workload(seed: int, n: int = 14):
-    """(prediction, meta, age_s) per request: tied keys, priorities, ages away from the
-    τ = 5.5 s boundary, a few deadlines (due ones and far ones)."""
+    """(prediction, meta, age_s) per request: tied keys, priorities, ages far from τ and
+    the max wait (:data:`TAU_S`), a few deadlines (due ones and far ones)."""
     rnd = random.Random(seed)
     out = []
     for i in range(n):
@@ -105,17 +127,46 @@ def workload(seed: int, n: int = 14):
         deadline = None
         # distinct ages (20 ms apart): Redis stamps arrival on its own clock, so exact ties
         # would be ordered by network jitter rather than by arrival sequence
-        # and no age within 2 s below τ = 5.5 s, so enqueue and drain time cannot cross it
-        age = rnd.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12]) + 0.02 * i
+        a = rnd.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12])
+        age = (a if a < 6 else 100 + a) + 0.02 * i  # young: 0-3.3 s; old: 106-112 s
         if rnd.random() < 0.15:
             # due: latest start (deadline - expected service, ≤ 30.1 s) is long past
             deadline = rnd.choice([0.5, 1.0]) if age > 0 else None
         elif rnd.random() < 0.1:
             deadline = 10_000.0
-        if deadline is not None and deadline < 100 and age < 35:
-            age = 35.0 + rnd.randint(0, 5) + 0.02 * i
+        if deadline is not None and deadline < 100 and age < 200:
+            age = 200.0 + rnd.randint(0, 5) + 0.02 * i
         out.append((p, RequestMeta(max_tokens=rnd.choice([None, None, 50, 2000]), priority=prio, deadline_s=deadline), age))
     return out
+
+
+def promotion_workload():
+    """A burst in which the served-work bound ("work-bound", the default rule) changes the
+    order, which the seeded workloads never show (their key order is their work order):
+    key order and work order disagree, behind one request that arrived 1,000 s ago. Only
+    for key order and that rule: its ages (20 ms apart) are too close for the time-aging
+    rules, whose Redis arrival stamps may shift by the enqueue latency.
+
+    * 0: Long, 1,000 s old (past τ, the max wait and every aging horizon);
+    * 1-5: predicted Medium (P(Long) ~0.01: first under ``sjf``, ~420 tokens of work each);
+    * 6-10: predicted Long but capped at ``max_tokens`` ~50 (first under ``sjf-tokens``,
+      ~1,100 tokens of work each);
+    * 11-13: cheap Shorts (~130-250 tokens of work), after 1-10 in one policy's key order
+      or the other's: the served-work bound brings them forward.
+    """
+    out = [(pred(0.97), RequestMeta(), 1000.0)]
+    out += [(Prediction.from_probs([0.0, 0.99 - 0.001 * k, 0.01 + 0.001 * k]), RequestMeta(), 0.0) for k in range(5)]
+    out += [(pred(0.9 + 0.01 * k), RequestMeta(max_tokens=50 + k), 0.0) for k in range(5)]
+    out += [(pred(0.05 + 0.05 * k), RequestMeta(), 0.0) for k in range(3)]
+    # distinct ages, 20 ms apart (see workload())
+    return [(p, meta, age + 0.02 * i) for i, (p, meta, age) in enumerate(out)]
+
+
+#: Rules a burst cannot move in this harness (one served-work point for all: "work-aging";
+#: FCFS bounds of synthetic past arrivals are never reached: "fcfs-bound" without a max
+#: wait), and the tests in which they do act (with the same parity check).
+BURST_BLIND = {"work-aging": "test_served_work_rules_same_order_while_arrivals_interleave",
+               "fcfs-bound": "test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound"}
 
 
 async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
@@ -152,19 +203,27 @@ async def dispatch_order(queue, work, hold_s: float = 0.0) -> list[int]:
 
 @pytest.mark.parametrize("policy,opts", SCENARIOS, ids=[f"{p}-{o}" for p, o in SCENARIOS])
 async def test_same_order_as_in_process_queue(stores, policy, opts):
-    for seed in range(2):
-        work = workload(seed)
-        local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
+    changed = []  # per workload: did the rule change the order (vs the same policy, τ off)?
+    works = [("seed 0", workload(0)), ("seed 1", workload(1))]
+    if policy != "fcfs" and opts.get("promotion", "work-bound") == "work-bound":
+        works.append(("promotion", promotion_workload()))
+    for name, work in works:
+        local = LocalAdmissionQueue(1, policy_of(policy, **opts), "parity")
         expected = await dispatch_order(local, work)
-        shared = stores(slots=1, policy=make_policy(policy, **opts))
+        shared = stores(slots=1, policy=policy_of(policy, **opts))
         got = await dispatch_order(shared, work)
-        assert got == expected, (policy, opts, seed)
-        if opts.get("promotion") == "work-bound" or "max_wait_s" in opts:
-            assert local.pending.promotions > 0, "the rule never acted: parity proves nothing"
+        assert got == expected, (policy, opts, name)
+        unguarded = await dispatch_order(LocalAdmissionQueue(1, policy_of(policy, tau="off"), "p0"), work)
+        changed.append(expected != unguarded)
 
         snap = await shared.snapshot()
         assert snap["in_flight"] == 0 and snap["waiting"] == 0
         assert snap["dispatched"] == len(work) + 1
+    rule = policy != "fcfs" and (opts.get("tau") != "off" or "max_wait_s" in opts)
+    blind = opts.get("promotion") in BURST_BLIND and "max_wait_s" not in opts
+    if rule and not blind:
+        # a store that ignored the rule would serve the unguarded order: parity must tell
+        assert any(changed), f"the rule never changed the order: parity proves nothing {changed}"
 
 
 async def interleaved_order(queue, groups) -> list[int]:
@@ -218,19 +277,19 @@ async def interleaved_order(queue, groups) -> list[int]:
 async def test_served_work_rules_same_order_while_arrivals_interleave(stores, policy, opts):
     rnd = random.Random(7)
     groups = [[(pred(rnd.choice([0.05, 0.3, 0.6, 0.95])), RequestMeta()) for _ in range(3)] for _ in range(5)]
-    expected = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, **opts), "parity"), groups)
-    unguarded = await interleaved_order(LocalAdmissionQueue(1, make_policy(policy, tau="off"), "p0"), groups)
+    expected = await interleaved_order(LocalAdmissionQueue(1, policy_of(policy, **opts), "parity"), groups)
+    unguarded = await interleaved_order(LocalAdmissionQueue(1, policy_of(policy, tau="off"), "p0"), groups)
     assert expected != unguarded, "the rule never changed the order: parity would prove nothing"
-    got = await interleaved_order(stores(slots=1, policy=make_policy(policy, **opts)), groups)
+    got = await interleaved_order(stores(slots=1, policy=policy_of(policy, **opts)), groups)
     assert got == expected
 
 
 async def test_strict_tau_promotes_oldest_long(stores):
-    q = stores(slots=1, policy=make_policy("sjf", tau=2.0, promotion="strict"))
+    q = stores(slots=1, policy=policy_of("sjf", tau=2.0, promotion="strict"))
     order = await dispatch_order(q, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)])
     assert order == [0, 1, 2]
     assert q.stats.promoted == 1
-    q2 = stores(slots=1, policy=make_policy("sjf", tau=60.0, promotion="strict"))
+    q2 = stores(slots=1, policy=policy_of("sjf", tau=60.0, promotion="strict"))
     assert await dispatch_order(q2, [(pred(0.95), None, 10.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0)]) == [1, 2, 0]
 
 
@@ -240,7 +299,7 @@ async def test_fcfs_bound_promotes_a_waiter_past_its_fcfs_bound(stores):
     # Shorts queued behind it have bounds ≈ 3 s away, so they keep SJF order.
     opts = dict(tau=0.3, promotion="fcfs-bound", initial_short_service_s=0.2)
     work = [(pred(0.95), None, 0.0), (pred(0.05), None, 0.0), (pred(0.1), None, 0.0), (pred(0.02), None, 0.0)]
-    for q in (LocalAdmissionQueue(1, make_policy("sjf", **opts), "parity"), stores(slots=1, policy=make_policy("sjf", **opts))):
+    for q in (LocalAdmissionQueue(1, policy_of("sjf", **opts), "parity"), stores(slots=1, policy=policy_of("sjf", **opts))):
         assert await dispatch_order(q, work, hold_s=0.8) == [0, 3, 1, 2]
         assert q.stats.promoted == 1
         assert await dispatch_order(q, work, hold_s=0.0) == [3, 1, 2, 0]
@@ -250,10 +309,10 @@ def test_unsupported_policy_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot run policy 'fair'"):
         RedisAdmissionQueue("redis://127.0.0.1:1/0", policy="fair")
     with pytest.raises(ValueError, match="aged-sjf"):
-        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy=make_policy("sjf", promotion="aged-sjf"))
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", policy=policy_of("sjf", promotion="aged-sjf"))
     with pytest.raises(ValueError):
-        RedisAdmissionQueue("redis://127.0.0.1:1/0", fail_mode="maybe")
-    assert policy_server_args(make_policy("sjf", tau="3x")).tau_mode == "multiple"
+        RedisAdmissionQueue("redis://127.0.0.1:1/0", options=RedisSettings(fail_mode="maybe"))
+    assert policy_server_args(policy_of("sjf", tau="3x")).tau_mode == "multiple"
 
 
 # ---- concurrency bound, release, fencing ------------------------------------------------------
@@ -439,17 +498,27 @@ async def test_waiters_do_not_poll(stores):
         hold = q.ticket(pred(0.1))
         await hold.acquire()
 
+        modes = []
+
         async def job():
-            async with q.ticket(pred(0.5)):
-                pass
+            async with q.ticket(pred(0.5)) as t:
+                modes.append(t.mode)
 
         tasks = [asyncio.create_task(job()) for _ in range(5)]
         r = ra.Redis.from_url(srv.url, decode_responses=True)
-        for _ in range(2000):  # event-based: until all five wait in Redis (and block in BLPOP)
+
+        async def all_wait_in_redis():
             info = await r.info("commandstats")
-            if (await q.snapshot())["waiting"] == 5 and info.get("cmdstat_blpop", {}).get("calls", 0) >= 5:
-                break
-            await asyncio.sleep(0.005)
+            return (await q.snapshot())["waiting"] == 5 and info.get("cmdstat_blpop", {}).get("calls", 0) >= 5
+
+        # until all five wait in Redis and block in BLPOP; a waiter that failed open to the
+        # local queue would send Redis nothing either, so not getting there is a failure
+        try:
+            await wait_until(all_wait_in_redis, timeout=30)
+        except AssertionError:
+            raise AssertionError(f"the five waiters never all waited in Redis: {await q.snapshot()}, "
+                                 f"failopen={q.stats.failopen}, local waiting={q.local.waiting}") from None
+        assert q.stats.failopen == 0 and q.local.waiting == 0
         before = await r.info("commandstats")
         await asyncio.sleep(2.0)  # LiteLLM's scheduler would poll ~66 times per waiter here
         after = await r.info("commandstats")
@@ -462,14 +531,15 @@ async def test_waiters_do_not_poll(stores):
         assert {k: n for k, n in delta.items() if k != "evalsha"} == expected, delta
         await hold.arelease()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert modes == ["redis"] * 5 and hold.mode == "redis"  # all granted by Redis
         await q.aclose()
 
 
 # ---- τ in Redis -------------------------------------------------------------------------------
 async def test_tau_is_measured_on_redis_and_shared(stores):
     name = backend()
-    q1 = stores(name=name, slots=1, policy=make_policy("sjf", tau="3x", initial_short_service_s=2.0))
-    q2 = stores(name=name, slots=1, policy=make_policy("sjf", tau="3x", initial_short_service_s=2.0))
+    q1 = stores(name=name, slots=1, policy=policy_of("sjf", tau="3x", initial_short_service_s=2.0))
+    q2 = stores(name=name, slots=1, policy=policy_of("sjf", tau="3x", initial_short_service_s=2.0))
     assert (await q1.snapshot())["tau_s"] == pytest.approx(6.0)
     for _ in range(5):
         async with q1.ticket(pred(0.9)) as t:  # predicted Long, truly Short (answer 20 tokens)
@@ -523,7 +593,7 @@ async def test_listeners_and_cluster_hash_tag(stores, redis_url):
 # ---- Redis unavailable ----------------------------------------------------------------------------
 async def test_fail_open_when_redis_is_unreachable(caplog):
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    q = RedisAdmissionQueue(url, slots=1, name=backend(), op_timeout_s=0.5)
+    q = RedisAdmissionQueue(url, slots=1, name=backend(), options=RedisSettings(op_timeout_s=0.5))
     caplog.set_level(logging.WARNING, logger="sjf_core.admission._redis")
     running = peak = 0
 
@@ -544,7 +614,7 @@ async def test_fail_open_when_redis_is_unreachable(caplog):
 
 
 async def test_fail_closed_refuses_before_admission():
-    q = RedisAdmissionQueue(f"redis://127.0.0.1:{free_port()}/0", slots=1, name=backend(), fail_mode="closed", op_timeout_s=0.5)
+    q = RedisAdmissionQueue(f"redis://127.0.0.1:{free_port()}/0", slots=1, name=backend(), options=RedisSettings(fail_mode="closed", op_timeout_s=0.5))
     t = q.ticket(pred(0.3))
     with pytest.raises(RedisUnavailable) as ei:
         await t.acquire()
@@ -554,29 +624,61 @@ async def test_fail_closed_refuses_before_admission():
 
 
 async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
+    """Two workers (a Scheduler each, as two proxy processes: each has its own slot ledger)
+    share one 1-slot backend through Redis, which restarts while worker 0 holds the slot
+    and a burst of 40 waits. Nothing admitted is lost, both fail open and come back, and
+    the backend never sees more than one request of a worker at once: worker 0's fail-open
+    queue waits for the request Redis granted it before the restart (docs/redis.md: while
+    Redis is down each process bounds only itself, so the backend may see workers × slots)."""
     caplog.set_level(logging.WARNING, logger="sjf_core.admission._redis")
     with RedisServer() as srv:
         name = backend()
-        qs = [RedisAdmissionQueue(srv.url, slots=1, name=name, retry_s=0.2, redis_lease_ttl_s=1.5) for _ in range(2)]
+        workers = [Scheduler(predictor=None, plugins=False, slots=1, redis_url=srv.url,
+                             redis=RedisSettings(retry_s=0.2, redis_lease_ttl_s=1.5)) for _ in range(2)]
+        qs = [w.queue(name) for w in workers]
+        assert all(isinstance(q, RedisAdmissionQueue) for q in qs)
         done = []
         admitted = set()
         modes = []
+        running = [0, 0]  # in flight at the backend, per worker
+        peak = [0, 0]
+        peak_all = 0
+
+        def enter(w):
+            nonlocal peak_all
+            running[w] += 1
+            peak[w] = max(peak[w], running[w])
+            peak_all = max(peak_all, sum(running))
 
         async def job(i):
-            q = qs[i % 2]
-            async with q.ticket(pred(random.Random(i).random())) as t:
+            w = i % 2
+            async with qs[w].ticket(pred(random.Random(i).random())) as t:
                 admitted.add(i)
                 modes.append(t.mode)
+                enter(w)
                 await asyncio.sleep(0.03)
+                running[w] -= 1
             done.append(i)
 
+        holder = qs[0].ticket(pred(0.0))  # granted by Redis; runs across the restart
+        await holder.acquire()
+        assert holder.mode == "redis"
+        enter(0)
         tasks = [asyncio.create_task(job(i)) for i in range(40)]
-        await wait_until(lambda: len(done) >= 5, timeout=20)
+        await wait_until(snap_is_at_least(qs[0], waiting=20), timeout=20)  # the burst waits in Redis
         await asyncio.get_running_loop().run_in_executor(None, lambda: srv.restart(down_s=0.3))
+        # worker 0 failed open: its fail-open queue has the burst's waiters (and must not
+        # run one beside the holder)
+        await wait_until(lambda: qs[0].stats.failopen >= 1 and qs[0].local.waiting + qs[0].local.in_flight >= 1,
+                         timeout=20)
+        running[0] -= 1
+        await holder.arelease()
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
         assert sorted(done) == list(range(40)) and admitted == set(range(40))
         assert "local" in modes  # fail-open observed
-        assert sum(q.stats.failopen for q in qs) >= 1
+        assert qs[0].stats.failopen >= 1 and qs[1].stats.failopen >= 1
+        # the bound, per worker (slots=1), and so at most workers x slots in all
+        assert peak == [1, 1] and peak_all <= 2, f"in flight at the backend: per worker {peak}, all {peak_all}"
         # after the restart the shared queue is used again
         async with qs[0].ticket(pred(0.1)) as t:
             assert t.mode == "redis"
@@ -591,7 +693,7 @@ async def test_redis_restart_mid_burst_loses_no_admitted_request(caplog):
 
 async def test_leases_are_reasserted_after_redis_lost_its_data():
     with RedisServer() as srv:
-        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), redis_lease_ttl_s=3.0, retry_s=0.1)
+        q = RedisAdmissionQueue(srv.url, slots=1, name=backend(), options=RedisSettings(redis_lease_ttl_s=3.0, retry_s=0.1))
         a = q.ticket(pred(0.1))
         await a.acquire()
         await asyncio.get_running_loop().run_in_executor(None, srv.restart)
@@ -642,9 +744,9 @@ def test_plugin_settings_select_redis_from_file_or_env(tmp_path):
     f = tmp_path / "sjf.yaml"
     f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {fail_mode: closed, redis_lease_ttl_s: 4}\n")
     s = load_settings({"SJF_CONFIG": str(f)})
-    assert s.redis_url == "redis://127.0.0.1:7/0" and s.redis == {"fail_mode": "closed", "redis_lease_ttl_s": 4}
+    assert s.redis_url == "redis://127.0.0.1:7/0" and (s.redis["fail_mode"], s.redis["redis_lease_ttl_s"]) == ("closed", 4)
     s = load_settings({"SJF_CONFIG": str(f), "SJF_REDIS_URL": "redis://h:8/1", "SJF_REDIS_FAIL_MODE": "open"})
-    assert s.redis_url == "redis://h:8/1" and s.redis == {"fail_mode": "open", "redis_lease_ttl_s": 4}  # env beats the file
+    assert s.redis_url == "redis://h:8/1" and (s.redis["fail_mode"], s.redis["redis_lease_ttl_s"]) == ("open", 4)  # env beats the file
     f.write_text("redis_url: redis://127.0.0.1:7/0\nredis: {lease: 4}\n")
     with pytest.raises(ValueError, match="unknown Redis options"):
         load_settings({"SJF_CONFIG": str(f)})
@@ -670,11 +772,11 @@ async def test_strict_bands_same_order_as_in_process_queue(stores, policy, opts)
     work = [(pred(0.9), RequestMeta(deadline_s=0.5 if i % 2 else None), 40.0 + 0.02 * i) for i in range(4)]
     work += [(pred(0.1 * i), RequestMeta(priority=10), 0.02 * i) for i in range(4)]
     work += [(pred(0.05), RequestMeta(priority=-3), 60.0)]
-    local = LocalAdmissionQueue(1, make_policy(policy, **opts), "parity")
+    local = LocalAdmissionQueue(1, policy_of(policy, **opts), "parity")
     expected = await dispatch_order(local, work)
     assert sorted(expected[:4]) == [4, 5, 6, 7], expected  # band 10 before every due band-0 waiter
     assert expected[-1] == 8  # the lowest band last, although oldest and shortest
-    got = await dispatch_order(stores(slots=1, policy=make_policy(policy, **opts)), work)
+    got = await dispatch_order(stores(slots=1, policy=policy_of(policy, **opts)), work)
     assert got == expected, (policy, opts)
 
 
@@ -685,7 +787,7 @@ async def test_fair_shares_across_tenants_in_redis(stores, fairness):
     tenant "flood" queues 10 short requests, then tenant "lone" one long one. With fair
     shares the lone one is served within the first 2; without, SJF serves it last."""
     name = backend()
-    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness=fairness) for _ in range(3)]
+    qs = [stores(slots=1, name=name, policy=policy_of("sjf", tau="off"), fairness=fairness) for _ in range(3)]
     blocker = qs[0].ticket(pred(0.0), RequestMeta(tenant="holder"))
     await blocker.acquire()
     order: list[str] = []
@@ -725,7 +827,7 @@ async def test_supersede_across_processes_in_redis(stores):
     from sjf_core._errors import Superseded
 
     name = backend()
-    qs = [stores(slots=1, name=name, policy=make_policy("sjf", tau="off"), fairness="user") for _ in range(2)]
+    qs = [stores(slots=1, name=name, policy=policy_of("sjf", tau="off"), fairness="user") for _ in range(2)]
     running = qs[0].ticket(pred(0.1), RequestMeta(tenant="ed", supersede="buf"))
     await running.acquire()
     tickets, tasks = [], []

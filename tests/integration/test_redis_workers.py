@@ -25,6 +25,8 @@ import pytest
 
 from sjf_core.predict._prediction import Prediction
 from sjf_core.admission._redis import RedisAdmissionQueue
+from sjf_core.config import RedisSettings
+from sjf_core.policy._policies import make_policy
 
 HERE = Path(__file__).resolve().parents[1]  # tests/ (worker scripts)
 
@@ -82,7 +84,7 @@ def pred(p_long):
 async def test_worker_killed_mid_request_returns_its_slot_within_the_lease_ttl(redis_url):
     ttl = 2.0
     backend = f"http://127.0.0.1:1/{uuid.uuid4().hex[:8]}/v1"
-    q = RedisAdmissionQueue(redis_url, slots=1, name=backend, redis_lease_ttl_s=ttl, waiter_ttl_s=ttl)
+    q = RedisAdmissionQueue(redis_url, slots=1, name=backend, options=RedisSettings(redis_lease_ttl_s=ttl, waiter_ttl_s=ttl))
     holder = Worker(redis_url, backend, 120, ttl, ttl, 0.9)
     waiter = late = None
     try:
@@ -155,10 +157,13 @@ HOLD = "Hold the backend for a moment, please."
 
 
 def predicted_keys(prompts):
+    """The default policy's (``sjf-tokens``) ordering key of each prompt: its expected tokens. (With
+    a stated size P(Long) is sharper than the model's, so P(Long) need not order a mixed burst the
+    same way; docs/predictor.md, "Stated answer sizes".)"""
     from sjf_core.predict._predictor import load_predictor
 
     p = load_predictor()
-    return {t: p.predict(t).p_long for t in prompts}
+    return {t: p.predict(t).expected_tokens for t in prompts}
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +196,8 @@ async def test_three_proxy_workers_share_one_queue(three_worker_proxy, redis_url
     keys = predicted_keys(BURST)
     ordered = sorted(BURST, key=keys.get)
     assert min(b - a for a, b in zip(map(keys.get, ordered), map(keys.get, ordered[1:]))) > 1e-4
-    q = RedisAdmissionQueue(redis_url, slots=1, name=emu.base_url.rstrip("/"), prefix=prefix)
+    q = RedisAdmissionQueue(redis_url, slots=1, name=emu.base_url.rstrip("/"), options=RedisSettings(prefix=prefix),
+                            policy=make_policy(tau="off"))  # an observer runs the workers' settings
     emu.reset()
     limits = httpx.Limits(max_connections=50, max_keepalive_connections=0)  # one connection per request
     async with httpx.AsyncClient(base_url=proxy.openai_base_url, timeout=300, limits=limits,
@@ -266,7 +272,8 @@ async def _flood_then_lone(proxy, emu, prefix, redis_url):
 
     from sjf_lab.emulator import short_hash
 
-    q = RedisAdmissionQueue(redis_url, slots=1, name=emu.base_url.rstrip("/"), prefix=prefix)
+    q = RedisAdmissionQueue(redis_url, slots=1, name=emu.base_url.rstrip("/"), options=RedisSettings(prefix=prefix),
+                            policy=make_policy(tau="off"), fairness="user")  # the workers' settings
     emu.reset()
     limits = httpx.Limits(max_connections=50, max_keepalive_connections=0)  # one connection per request
     async with httpx.AsyncClient(base_url=proxy.openai_base_url, timeout=300, limits=limits,

@@ -31,8 +31,8 @@ def test_config_is_frozen():
     c = SchedulerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.slots = 4
-    with pytest.raises(TypeError):
-        c.policy_options["k"] = 3  # a read-only mapping
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.promotion.k = 3  # typed settings, frozen too
     assert c.replace(slots=4).slots == 4 and c.slots == 1
 
 
@@ -47,12 +47,12 @@ def test_env_beats_the_file_and_the_file_beats_defaults(tmp_path):
     c = SchedulerConfig.from_env({"SJF_CONFIG": str(f), "SJF_TAU": "off", "SJF_SLOTS": "5",
                                   "SJF_REDIS_FAIL_MODE": "open", "SJF_BACKEND_SLOTS": "http://h:1/v1=6,http://h:2/v1=1"})
     assert (c.policy, c.tau, c.slots) == ("sjf", "off", 5)  # policy from the file, the rest from env
-    assert dict(c.redis_options) == {"fail_mode": "open", "redis_lease_ttl_s": 4}  # SJF_REDIS_* beats the file
+    assert (c.redis.fail_mode, c.redis.redis_lease_ttl_s) == ("open", 4)  # SJF_REDIS_* beats the file
     assert c.backends["http://h:1/v1"] == BackendConfig(slots=6, overload=OverloadConfig(max_queue_depth=5),
                                                         on_disconnect="release")
     assert c.backend("http://h:2/v1").slots == 1 and c.backend("http://other/v1").slots == 5
     assert c.backend("http://other/v1").overload is None and c.backend("http://other/v1").on_disconnect == "probe"
-    assert c.policy_options["promotion"] == "strict"
+    assert c.promotion.rule == "strict"
 
 
 def test_queue_names_join_urls_and_conflicts_keep_the_fewest_slots(tmp_path):
@@ -84,7 +84,8 @@ def test_a_bad_env_value_names_its_variable(env, named):
 
 @pytest.mark.parametrize("text, named", [
     ("slots: 0\n", "'slots'"), ("tau: soon\n", "'tau'"), ("lease_ttl_s: -3\n", "'lease_ttl_s'"),
-    ("overload: {bogus: 1}\n", "'overload'"), ("bogus: 1\n", "unknown keys ['bogus']"),
+    ("overload: {bogus: 1}\n", "'overload'"),
+    ("bogus: 1\n", "unknown keys ['bogus']"),
     ("backends: {http://h/v1: {slots: none}}\n", "'backends'"),
     ("backends: {http://h/v1: {speed: 3}}\n", "unknown keys ['speed']"),
     ("redis_url: redis://h/0\nredis: {lease: 4}\n", "unknown Redis options"),
@@ -94,7 +95,7 @@ def test_a_bad_file_value_names_the_file_and_its_key(tmp_path, text, named):
     f.write_text(text)
     with pytest.raises(ValueError, match=re.escape(named)) as err:
         SchedulerConfig.from_file(str(f))
-    assert str(f) in str(err.value) or "SJF_CONFIG" in str(err.value)
+    assert str(f) in str(err.value), f"the message does not name the file: {err.value}"
 
 
 def test_env_switches_of_the_parts():
@@ -149,3 +150,13 @@ def test_scheduler_and_metrics_work_without_prometheus_client():
                          env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["OK", "1"]
+
+
+def test_redis_settings_are_taken_as_themselves_or_as_a_mapping():
+    """The typed settings are accepted where their mapping is: Scheduler(redis=RedisSettings(...))."""
+    from sjf_core.config import RedisSettings, SchedulerConfig
+
+    typed = SchedulerConfig().replace(redis=RedisSettings(retry_s=0.2, redis_lease_ttl_s=1.5))
+    mapped = SchedulerConfig().replace(redis={"retry_s": 0.2, "redis_lease_ttl_s": 1.5})
+    assert typed.redis == mapped.redis
+    assert typed.redis.retry_s == 0.2 and typed.redis.redis_lease_ttl_s == 1.5

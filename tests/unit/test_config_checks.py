@@ -27,3 +27,78 @@ def test_a_redis_url_in_the_file_names_the_file_and_key(tmp_path):
 @pytest.mark.parametrize("url", ["redis://localhost:6379/0", "rediss://h:6380", "redis:///0", "unix:///tmp/r.sock"])
 def test_redis_urls_redis_py_accepts_pass(url):
     assert SchedulerConfig.from_env({"SJF_REDIS_URL": url}).redis_url == url
+
+
+# ---- misspelt names ---------------------------------------------------------------------------
+def test_a_misspelt_env_name_is_a_warning_naming_it_and_the_closest_setting():
+    c = SchedulerConfig.from_env({"SJF_SLOT": "2", "SJF_POLICIY": "fcfs", "SJF_FROBNICATE": "1"})
+    assert c.slots == 1 and c.policy == "sjf-tokens"  # ignored, and said so:
+    assert "unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?" in c.warnings
+    assert "unknown setting SJF_POLICIY is ignored; did you mean SJF_POLICY?" in c.warnings
+    assert any(w.startswith("unknown setting SJF_FROBNICATE is ignored") and "did you mean" not in w
+               for w in c.warnings)
+    assert len(c.warnings) == 3
+
+
+def test_known_and_tooling_names_are_not_warned_about():
+    env = {"SJF_SLOTS": "2", "SJF_REDIS_PREFIX": "x", "SJF_NO_C_SCAN": "1", "SJF_MEMORY_SALT": "s",
+           "SJF_BACKEND_SLOTS": "http://h:1/v1=2", "SJF_TEST_REDIS_URL": "redis://h/0", "SJF_BENCH_GGUF": "m",
+           "SJF_CACHE_DIR": "/tmp", "SJF_ORPHAN_GRACE_S": "3", "OTHER": "x"}
+    assert not [w for w in SchedulerConfig.from_env(env).warnings if w.startswith("unknown setting")]
+
+
+@pytest.mark.parametrize("text, key, best", [("slot: 2\n", "slot", "slots"), ("polcy: fcfs\n", "polcy", "policy"),
+                                             ("backends: {http://h/v1: {slotz: 2}}\n", "slotz", "slots")])
+def test_a_misspelt_file_key_is_an_error_naming_the_file_the_key_and_the_closest_key(tmp_path, text, key, best):
+    f = tmp_path / "sjf.yaml"
+    f.write_text(text)
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f)})
+    msg = str(info.value)
+    assert msg.startswith(f"SJF_CONFIG file {f}") and f"unknown keys [{key!r}]" in msg
+    assert f"did you mean {best!r}?" in msg and "known:" not in msg  # short: the hint, not the whole list
+
+
+# ---- backend URLs -----------------------------------------------------------------------------
+@pytest.mark.parametrize("env", [{"SJF_BACKEND_SLOTS": "127.0.0.1:8080=2"}, {"SJF_BACKEND_SLOTS": '{"gpu-box/v1": 2}'},
+                                 {"SJF_BACKEND_SLOTS": "http://h:port/v1=2"}])
+def test_a_backend_url_that_does_not_parse_names_sjf_backend_slots(env):
+    with pytest.raises(ValueError, match="SJF_BACKEND_SLOTS: backend URL .* does not parse"):
+        SchedulerConfig.from_env(env)
+
+
+def test_a_backend_url_of_the_file_that_does_not_parse_names_the_file(tmp_path):
+    f = tmp_path / "sjf.yaml"
+    f.write_text("backends: {'localhost:11434': {slots: 1}}\n")
+    with pytest.raises(ValueError, match=f"SJF_CONFIG file {f}: 'backends': backend URL 'localhost:11434' does not parse"):
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f)})
+
+
+# ---- the start-up line and the fatal line -----------------------------------------------------
+def test_the_start_up_line_says_policy_guard_slots_memory_store_and_status():
+    from litellm_sjf._startup import startup_line
+    from litellm_sjf.settings import PluginSettings
+
+    line = startup_line(PluginSettings())
+    assert line == ("litellm_sjf loaded: policy sjf-tokens, guard work-bound (tau 3x), slots 1 per backend, "
+                    "memory on, store in-process, status not served (set SJF_STATUS_PORT)")
+    line = startup_line(PluginSettings(SchedulerConfig.from_env({
+        "SJF_POLICY": "fcfs", "SJF_PROMOTION": "strict", "SJF_BACKEND_SLOTS": "http://gpu:8080/v1=2",
+        "SJF_MEMORY": "off", "SJF_REDIS_URL": "redis://:secret@r:6379/0", "SJF_STATUS_PORT": "4001"})))
+    assert line == ("litellm_sjf loaded: policy fcfs, guard strict (tau 3x), slots 1 (http://gpu:8080/v1: 2) per "
+                    "backend, memory off, store redis://r:6379/0 (fail_mode open), "
+                    "status on http://127.0.0.1:4001/sjf/status")
+    on_proxy = startup_line(PluginSettings(), on_proxy=True)
+    assert on_proxy.endswith("status page /sjf/ on the proxy's port (JSON at /sjf/status; the master key)")
+
+
+def test_a_fatal_setting_is_one_short_line_on_stderr_naming_it(monkeypatch, capsys):
+    import litellm_sjf
+
+    monkeypatch.setenv("SJF_SLOTS", "0")
+    monkeypatch.setattr(litellm_sjf, "_instance", None)
+    with pytest.raises(ValueError, match="SJF_SLOTS"):
+        litellm_sjf._handler(start=True)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("litellm_sjf: FATAL configuration error") and "SJF_SLOTS" in err[0]
+    assert len(err[0]) < 200

@@ -14,9 +14,9 @@ import math
 import pytest
 
 from sjf_core.admission._local import LocalAdmissionQueue
+from sjf_lab.sim.policies import policy_of
 from sjf_core.policy._entry import LONG, SHORT
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS
-from sjf_core.policy._policies import make_policy
 from sjf_core.predict._prediction import Prediction
 
 
@@ -71,7 +71,7 @@ KEY_ORDER = sorted(range(len(BURST)), key=lambda i: (BURST[i], i))
 
 @pytest.mark.parametrize("idle_s", [0.0, 3600.0])
 def test_warmed_up_queue_serves_a_held_burst_in_key_order(idle_s):
-    policy = make_policy("sjf-tokens")  # the project defaults
+    policy = policy_of("sjf-tokens")  # the project defaults
     pending = policy.new_pending()
     now = warm_up(policy, pending) + idle_s
     assert held_burst_order(policy, pending, now) == KEY_ORDER
@@ -85,7 +85,7 @@ def test_a_burst_with_close_keys_is_not_served_in_arrival_order():
 
     rnd = random.Random(3)
     keys = [rnd.uniform(300.0, 700.0) for _ in range(40)]
-    policy = make_policy("sjf-tokens")
+    policy = policy_of("sjf-tokens")
     pending = policy.new_pending()
     now = warm_up(policy, pending)
     for i, k in enumerate(keys):
@@ -103,14 +103,14 @@ def test_a_burst_with_close_keys_is_not_served_in_arrival_order():
 
 
 def test_a_speed_change_after_warm_up_does_not_change_the_burst_order():
-    policy = make_policy("sjf-tokens")
+    policy = policy_of("sjf-tokens")
     pending = policy.new_pending()
     now = warm_up(policy, pending, tokens_per_s=5000.0)  # 50x faster than the burst
     assert held_burst_order(policy, pending, now, spread_s=0.2) == KEY_ORDER
 
 
 def test_cold_and_warm_give_the_same_order():
-    policy = make_policy("sjf-tokens")
+    policy = policy_of("sjf-tokens")
     cold = held_burst_order(policy, policy.new_pending(), 0.0)
     warm_pending = policy.new_pending()
     warm = held_burst_order(policy, warm_pending, warm_up(policy, warm_pending))
@@ -118,7 +118,7 @@ def test_cold_and_warm_give_the_same_order():
 
 
 def test_tau_off_disables_the_guard():
-    policy = make_policy("sjf-tokens", tau="off", slowdown=0.01, work_slack=0.0)
+    policy = policy_of("sjf-tokens", tau="off", slowdown=0.01, work_slack=0.0)
     pending = policy.new_pending()
     long_e = policy.make_entry(0, 0.0, tokens_pred(1100.0))
     pending.push(long_e)
@@ -134,7 +134,7 @@ def test_work_bound_starvation_bound_under_a_stream_of_shorts(slowdown, slack):
     """A Long waiting behind a backlog and an endless stream of Shorts is dispatched once the
     backend has served max(slowdown × its work, (1 + slack) × the work ahead of it) since it
     arrived, and not much later (one Short of granularity)."""
-    policy = make_policy("sjf-tokens", slowdown=slowdown, work_slack=slack)
+    policy = policy_of("sjf-tokens", slowdown=slowdown, work_slack=slack)
     pending = policy.new_pending()
     now = 0.0
     ahead = [policy.make_entry(i, now, tokens_pred(500.0)) for i in range(3)]
@@ -162,7 +162,7 @@ def test_work_bound_starvation_bound_under_a_stream_of_shorts(slowdown, slack):
 
 
 def test_max_wait_s_is_an_absolute_bound():
-    policy = make_policy("sjf-tokens", tau=1000.0, promotion="strict", max_wait_s=30.0)
+    policy = policy_of("sjf-tokens", tau=1000.0, promotion="strict", max_wait_s=30.0)
     pending = policy.new_pending()
     long_e = policy.make_entry(0, 0.0, tokens_pred(1100.0))
     pending.push(long_e)
@@ -180,13 +180,13 @@ def test_max_wait_s_is_an_absolute_bound():
                                  {"max_wait_s": 0}, {"max_wait_s": -5}])
 def test_bad_guard_options_raise(bad):
     with pytest.raises(ValueError):
-        make_policy("sjf-tokens", **bad)
+        policy_of("sjf-tokens", **bad)
 
 
 async def test_live_queue_after_warm_up_and_idle_serves_the_held_burst_in_key_order():
     """The same through the asyncio AdmissionQueue, with real tasks: 100 requests served one
     at a time, a quiet pause, then a burst queued behind a held slot."""
-    q = LocalAdmissionQueue(1, make_policy("sjf-tokens"), "warm")
+    q = LocalAdmissionQueue(1, policy_of("sjf-tokens"), "warm")
     for i in range(100):
         t = q.ticket(tokens_pred(40.0 if i % 3 else 500.0))
         await t.acquire()

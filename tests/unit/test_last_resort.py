@@ -61,7 +61,8 @@ async def test_gate_and_normal_queue_share_the_slots_of_a_backend(slots):
     assert q.in_flight == 0 and q.waiting == 0 and q.stats.dispatched == q.stats.released == 40
     st = lr.status()
     assert st["by_kind"]["internal"] == 20
-    assert st["backends"][B] == {"slots": slots, "held": 0, "waiting": 0, "gate_in_flight": 0, "gate_expired": 0}
+    assert st["backends"][B] == {"slots": slots, "held": 0, "waiting": 0, "gate_in_flight": 0, "gate_granted": 20,
+                                 "gate_released": 20, "gate_expired": 0}
 
 
 async def test_gate_is_fifo_and_a_freed_slot_goes_to_the_gate_first():

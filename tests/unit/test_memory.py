@@ -199,23 +199,43 @@ async def test_bad_bodies_never_fail_and_leave_no_slot():
     assert s.memory.counters["errors"] == 0
 
 
-async def test_prometheus_shows_evidence_and_online_accuracy():
-    from prometheus_client import CollectorRegistry, generate_latest
+async def test_prometheus_shows_evidence_and_online_accuracy(monkeypatch):
+    import weakref
 
+    from prometheus_client import CollectorRegistry
+
+    from sjf_core.memory import _core
     from sjf_core.memory._prom import MemoryCollector
 
+    # only this test's memory is alive for the collector (others' would be summed in)
+    monkeypatch.setattr(_core, "_LIVE", weakref.WeakSet())
     s = Scheduler(memory=LengthMemory(), plugins=False)
     for i in range(6):
         await answer(s, title(i), 12)
     for i in range(6):
         await answer(s, chat(i), 900)
     s.predict(title(50))
+    m = s.memory
+    assert _core.live_memories() == [m]
+    c, acc = dict(m.counters), m.online_accuracy()
+    assert acc["n_short"] == 6 and acc["n_long"] == 6
+    assert c["key_evidence"] >= 1 and c["observed"] == 12  # the memory did learn and use a key
     reg = CollectorRegistry()
     reg.register(MemoryCollector())
-    text = generate_latest(reg).decode()
-    assert 'sjf_memory_predictions_total{evidence="key"}' in text
-    assert "sjf_memory_answers_learned_total" in text
-    acc = reg.get_sample_value("sjf_memory_online_ranking_accuracy", {"predictor": "memory"})
-    # the live memories of this process: at least this one has learnt, so the value is a number
-    assert acc is not None
-    assert s.memory.online_accuracy()["n_short"] == 6 and s.memory.online_accuracy()["n_long"] == 6
+
+    def sample(name, **labels):
+        v = reg.get_sample_value(name, labels)
+        assert v is not None, name
+        return v
+
+    # the collector shows this memory's own figures, not placeholders
+    assert sample("sjf_memory_predictions_total", evidence="key") == c["key_evidence"]
+    assert sample("sjf_memory_predictions_total", evidence="neighbour") == c["neighbour_evidence"]
+    assert sample("sjf_memory_predictions_total", evidence="none") == c["scored"] - c["with_evidence"]
+    assert sample("sjf_memory_answers_learned_total") == 12
+    assert sample("sjf_memory_keys") == len(m.store) > 0
+    assert sample("sjf_memory_ring_entries") == len(m.ring)
+    for predictor in ("memory", "base"):
+        v = sample("sjf_memory_online_ranking_accuracy", predictor=predictor)
+        # a Short and a Long were answered: a real accuracy, not the NaN of "no data yet"
+        assert math.isfinite(v) and 0.0 <= v <= 1.0 and v == acc[predictor], (predictor, v, acc)

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
+from sjf_lab.sim.policies import policy_of
 from sjf_core.policy._pending import PROMOTIONS, DRRPending, HeapPending
-from sjf_core.config import DEFAULT_PROMOTION
-from sjf_core.policy._policies import POLICIES, FairPolicy, Policy, RequestMeta, make_policy
+from sjf_core.config import DEFAULT_PROMOTION, PromotionSettings
+from sjf_core.policy._policies import POLICIES, FairPolicy, Policy, RequestMeta
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.policy._tau import TauConfig, TauEstimator
 
@@ -45,21 +46,21 @@ def drain(pending, now: float) -> list[int]:
 def test_registry_and_unknown_name():
     assert set(POLICIES) >= {"fcfs", "sjf", "sjf-tokens", "fair", "oracle"}
     with pytest.raises(ValueError, match="unknown policy"):
-        make_policy("lifo")
-    p = make_policy("sjf")
-    assert make_policy(p) is p
+        policy_of("lifo")
+    p = policy_of("sjf")
+    assert policy_of(p) is p
     assert p.promotion == DEFAULT_PROMOTION == "work-bound"
 
 
 def test_sjf_key_is_p_long_and_fcfs_key_is_constant():
-    sjf, fcfs = make_policy("sjf"), make_policy("fcfs")
+    sjf, fcfs = policy_of("sjf"), policy_of("fcfs")
     assert sjf.key(pred(0.2), RequestMeta()) < sjf.key(pred(0.7), RequestMeta())
     assert fcfs.key(pred(0.2), RequestMeta()) == fcfs.key(pred(0.9), RequestMeta())
     assert math.isinf(fcfs.new_pending().tau.tau_s)
 
 
 def test_sjf_tokens_key_is_expected_tokens_capped_by_max_tokens():
-    p = make_policy("sjf-tokens")
+    p = policy_of("sjf-tokens")
     long_pred = Prediction.from_probs([0.0, 0.0, 1.0])
     assert p.key(long_pred, RequestMeta()) == pytest.approx(TYPICAL_TOKENS[LONG])
     mixed = Prediction.from_probs([0.5, 0.25, 0.25])
@@ -70,7 +71,7 @@ def test_sjf_tokens_key_is_expected_tokens_capped_by_max_tokens():
 
 
 def test_oracle_orders_by_true_tokens_with_tau_off():
-    o = make_policy("oracle")
+    o = policy_of("oracle")
     assert math.isinf(o.new_pending().tau.tau_s)
     pend = o.new_pending()
     for i, t in enumerate([900, 10, 300, 50]):
@@ -85,12 +86,12 @@ def test_make_entry_fails_open_to_the_neutral_key():
         def key(self, prediction, meta):
             raise RuntimeError("boom")
 
-    for policy, prediction in ((Broken(), pred(0.3)), (make_policy("sjf"), None)):
+    for policy, prediction in ((Broken(), pred(0.3)), (policy_of("sjf"), None)):
         e = policy.make_entry(0, 5.0, prediction, RequestMeta(priority=3, deadline_s=2.0))
         assert e.fallback and e.key == policy.fallback_key()
         assert e.priority == 3 and e.deadline == 7.0
 
-    nan_policy = make_policy("sjf-tokens")
+    nan_policy = policy_of("sjf-tokens")
     e = nan_policy.make_entry(0, 0.0, Prediction(0.3, 0.3, 0.4, "long", float("nan")))
     assert e.key == nan_policy.fallback_key()
 
@@ -99,11 +100,11 @@ def test_make_entry_fails_open_to_the_neutral_key():
                                  {"floor": float("inf")}, {"tau": "soon"}])
 def test_bad_options_raise(bad):
     with pytest.raises(ValueError):
-        make_policy("sjf", **bad)
+        policy_of("sjf", **bad)
 
 
-def test_old_heap_pending_api_still_works():
-    hp = HeapPending(TauEstimator(TauConfig.parse(5.0)), "one-in-k", 3)
+def test_heap_pending_takes_a_rule_its_settings_or_a_strategy():
+    hp = HeapPending(TauEstimator(TauConfig.parse(5.0)), PromotionSettings("one-in-k", k=3))
     assert hp.promotion == "one-in-k" and hp.k == 3
     assert HeapPending().promotion == DEFAULT_PROMOTION  # the one default (tests/unit/test_defaults.py)
 
@@ -115,7 +116,7 @@ def test_old_heap_pending_api_still_works():
 def test_strict_tau_bound_oldest_aged_first(reqs, tau, start):
     """DESIGN invariant 4: while any waiter has waited longer than τ, the next dispatch is the
     oldest of them; otherwise the policy order. Checked at every pop of a growing clock."""
-    policy = make_policy("sjf", tau=tau, promotion="strict")
+    policy = policy_of("sjf", tau=tau, promotion="strict")
     pend = policy.new_pending()
     waiting = {}
     for i, (arrival, p_long) in enumerate(reqs):
@@ -140,7 +141,7 @@ def test_strict_collapses_to_fcfs_in_a_burst_and_fcfs_bound_does_not():
     """The trap of DESIGN "τ and bursts": once every waiter is past τ, strict is FCFS."""
     orders = {}
     for promotion in ("strict", "fcfs-bound"):
-        policy = make_policy("sjf", tau=2.0, promotion=promotion, floor=0.0)
+        policy = policy_of("sjf", tau=2.0, promotion=promotion, floor=0.0)
         pend = policy.new_pending()
         ks = [0.9, 0.1, 0.8, 0.2, 0.7, 0.3]
         for i, k in enumerate(ks):
@@ -159,7 +160,7 @@ def test_strict_collapses_to_fcfs_in_a_burst_and_fcfs_bound_does_not():
 
 # ---- other promotion rules -------------------------------------------------------------------
 def test_one_in_k_promotes_at_most_one_aged_per_k_dispatches():
-    policy = make_policy("sjf", tau=1.0, promotion="one-in-k", k=3)
+    policy = policy_of("sjf", tau=1.0, promotion="one-in-k", k=3)
     pend = policy.new_pending()
     for i in range(12):
         pend.push(entry(policy, i, float(i) * 0.01, pred(0.9 if i < 6 else 0.1)))
@@ -173,7 +174,7 @@ def test_one_in_k_promotes_at_most_one_aged_per_k_dispatches():
 
 
 def test_aging_keeps_burst_order_and_bounds_overtaking():
-    policy = make_policy("sjf", tau=2.0, promotion="aging", horizon=5)  # 10 s of waiting = one key span
+    policy = policy_of("sjf", tau=2.0, promotion="aging", horizon=5)  # 10 s of waiting = one key span
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(1.0)))  # a Long
     pend.push(entry(policy, 1, 0.0, pred(0.0)))  # a Short in the same burst: goes first
@@ -183,7 +184,7 @@ def test_aging_keeps_burst_order_and_bounds_overtaking():
 
 
 def test_aging_priority_is_a_strict_band():
-    policy = make_policy("sjf", tau=1.0, promotion="aging", horizon=4)
+    policy = policy_of("sjf", tau=1.0, promotion="aging", horizon=4)
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.5)))
     pend.push(entry(policy, 1, 3.0, pred(0.9), RequestMeta(priority=1)))
@@ -192,7 +193,7 @@ def test_aging_priority_is_a_strict_band():
 
 
 def test_aged_sjf_serves_aged_waiters_in_key_order():
-    policy = make_policy("sjf", tau=2.0, promotion="aged-sjf")
+    policy = policy_of("sjf", tau=2.0, promotion="aged-sjf")
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.9)))
     pend.push(entry(policy, 1, 1.0, pred(0.2)))
@@ -202,7 +203,7 @@ def test_aged_sjf_serves_aged_waiters_in_key_order():
 
 def test_fcfs_bound_promotes_at_the_fcfs_wait():
     """A Long arriving at an idle queue is due after τ; Shorts overtake it until then."""
-    policy = make_policy("sjf", tau=5.0, promotion="fcfs-bound", floor=0.0)
+    policy = policy_of("sjf", tau=5.0, promotion="fcfs-bound", floor=0.0)
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(1.0, LONG)))
     for i in range(1, 4):
@@ -213,7 +214,7 @@ def test_fcfs_bound_promotes_at_the_fcfs_wait():
 
 
 def test_fcfs_bound_uses_the_backlog_at_arrival():
-    policy = make_policy("sjf", tau=1.0, promotion="fcfs-bound", floor=0.0)
+    policy = policy_of("sjf", tau=1.0, promotion="fcfs-bound", floor=0.0)
     pend = policy.new_pending()
     svc = pend.service.by_predicted  # seeds: Table 1 means 2.0 / 8.5 / 30.1 s
     pend.push(entry(policy, 0, 0.0, pred(1.0, LONG)))  # backlog 0 -> bound 1 s
@@ -229,8 +230,8 @@ def test_fcfs_bound_uses_the_backlog_at_arrival():
 @pytest.mark.parametrize("cls", [HeapPending, DRRPending])
 def test_remove_and_reuse_every_structure(cls, promotion):
     tau = TauEstimator(TauConfig.parse(3.0))
-    pend = cls(tau, promotion, 2)
-    policy = make_policy("sjf")
+    pend = cls(tau, PromotionSettings(promotion, k=2))
+    policy = policy_of("sjf")
     es = [entry(policy, i, float(i), pred(i / 10, [SHORT, MEDIUM, LONG][i % 3])) for i in range(9)]
     for e in es:
         pend.push(e)
@@ -245,7 +246,7 @@ def test_remove_and_reuse_every_structure(cls, promotion):
 
 # ---- deadlines and priority -------------------------------------------------------------------
 def test_due_deadline_goes_first_earliest_latest_start_first():
-    policy = make_policy("sjf", tau="off")
+    policy = policy_of("sjf", tau="off")
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.0, SHORT)))
     pend.push(entry(policy, 1, 0.0, pred(1.0, LONG), RequestMeta(deadline_s=40.0)))  # latest start 9.9 s
@@ -259,7 +260,7 @@ def test_due_deadline_goes_first_earliest_latest_start_first():
 
 
 def test_priority_is_a_strict_band_and_tau_acts_inside_it():
-    policy = make_policy("sjf", tau=5.0, promotion="strict")
+    policy = policy_of("sjf", tau=5.0, promotion="strict")
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.9)))
     pend.push(entry(policy, 1, 9.0, pred(0.95), RequestMeta(priority=2)))
@@ -274,7 +275,7 @@ def test_priority_is_a_strict_band_and_tau_acts_inside_it():
 def test_strict_bands_under_every_due_rule(name, promotion):
     """A due low-priority waiter (deadline, max_wait_s, τ, served-work bound) never goes
     before a waiter of a higher band; inside the top band the rules still apply."""
-    policy = make_policy(name, tau=0.5, promotion=promotion, max_wait_s=1.0, slowdown=0.01, work_slack=0.0)
+    policy = policy_of(name, tau=0.5, promotion=promotion, max_wait_s=1.0, slowdown=0.01, work_slack=0.0)
     pend = policy.new_pending()
     low = [entry(policy, i, 0.0, pred(0.9, LONG, 900.0), RequestMeta(deadline_s=0.1)) for i in range(3)]
     for e in low:
@@ -291,7 +292,7 @@ def test_strict_bands_under_every_due_rule(name, promotion):
 
 
 def test_due_deadline_applies_inside_the_top_band():
-    policy = make_policy("sjf", tau="off")
+    policy = policy_of("sjf", tau="off")
     pend = policy.new_pending()
     pend.push(entry(policy, 0, 0.0, pred(0.0, SHORT), RequestMeta(priority=5)))
     pend.push(entry(policy, 1, 0.0, pred(1.0, LONG), RequestMeta(priority=5, deadline_s=5.0)))
@@ -341,7 +342,7 @@ def test_random_mix_every_structure_pops_everyone_once():
     rnd = random.Random(7)
     for name in ("fcfs", "sjf", "sjf-tokens", "fair", "oracle"):
         for promotion in PROMOTIONS:
-            policy = make_policy(name, promotion=promotion) if name not in ("fcfs",) else make_policy(name)
+            policy = policy_of(name, promotion=promotion) if name not in ("fcfs",) else policy_of(name)
             pend = policy.new_pending()
             n = 60
             now = 0.0

@@ -10,10 +10,11 @@ import math
 import pytest
 
 from sjf_core.admission._redis import SUPPORTED_PROMOTIONS, policy_server_args
+from sjf_core.config import PromotionSettings
+from sjf_lab.sim.policies import policy_of
 from sjf_core.policy._entry import LONG, SHORT, Entry
 from sjf_core.policy._fair_share import TenantPending
 from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
-from sjf_core.policy._policies import make_policy
 from sjf_core.policy._tau import TauConfig, TauEstimator
 from sjf_core.policy.promotion import (PROMOTIONS, RULES, WIRE_DEFAULTS, FCFSBound, MaxWait, PromotionStrategy,
                                        WorkBound, make_promotion, with_max_wait)
@@ -58,8 +59,8 @@ def test_a_strategy_serves_one_structure_and_takes_no_rule_options():
     HeapPending(None, s)
     with pytest.raises(ValueError, match="one per structure"):
         HeapPending(None, s)
-    with pytest.raises(ValueError, match="make_promotion"):
-        HeapPending(None, make_promotion("strict"), slowdown=2.0)
+    with pytest.raises(ValueError, match="PromotionSettings"):
+        make_promotion(PromotionSettings("strict"), slowdown=2.0)
 
 
 def test_max_wait_wraps_a_rule_and_folds_into_fcfs_bound():
@@ -143,15 +144,15 @@ def test_observe_takes_answer_tokens_on_every_pending_structure():
 
 
 def test_redis_store_reads_the_strategy_wire():
-    a = policy_server_args(make_policy("sjf-tokens", promotion="work-bound", slowdown=4.0, work_slack=0.5,
+    a = policy_server_args(policy_of("sjf-tokens", promotion="work-bound", slowdown=4.0, work_slack=0.5,
                                        max_wait_s=9.0))
     assert (a.promotion, a.slowdown, a.work_slack, a.max_wait_s) == ("work-bound", 4.0, 0.5, 9.0)
-    a = policy_server_args(make_policy("sjf", promotion="one-in-k", k=3))
+    a = policy_server_args(policy_of("sjf", promotion="one-in-k", k=3))
     assert (a.promotion, a.k, a.max_wait_s) == ("one-in-k", 3, None)
-    a = policy_server_args(make_policy("sjf-tokens", promotion="aging", horizon=3.0))
-    assert (a.key_span, a.horizon) == (make_policy("sjf-tokens").key_span, 3.0)
-    assert policy_server_args(make_policy("sjf", promotion="strict", k=5)).k == 1
+    a = policy_server_args(policy_of("sjf-tokens", promotion="aging", horizon=3.0))
+    assert (a.key_span, a.horizon) == (policy_of("sjf-tokens").key_span, 3.0)
+    assert policy_server_args(policy_of("sjf", promotion="strict", k=5)).k == 1
     assert set(SUPPORTED_PROMOTIONS) == set(PROMOTIONS) - {"aged-sjf"}
-    for bad in (make_policy("sjf", promotion="aged-sjf"), make_policy("fair")):
+    for bad in (policy_of("sjf", promotion="aged-sjf"), policy_of("fair")):
         with pytest.raises(ValueError, match="Redis store cannot run"):
             policy_server_args(bad)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from sjf_core.policy._entry import LONG, SHORT
+from sjf_lab.sim.policies import policy_of
 from sjf_core.policy._pending import DRRPending, HeapPending
-from sjf_core.policy._policies import make_policy
 from sjf_lab.sim import PredictorModel, WorkloadSpec, burst_workload, poisson_workload, simulate
 from sjf_lab.sim.noise import measured_ranking_accuracy, sigma_for_accuracy
 from sjf_lab.sim.workload import SHAREGPT_MIX, TABLE1_MEANS_S
@@ -37,7 +37,7 @@ def test_mm1_fcfs_mean_wait_matches_pollaczek_khinchine():
     waits = []
     for seed in range(6):
         wl = poisson_workload(spec, rho, 20_000, seed)
-        r = simulate(wl, [None] * len(wl), make_policy("fcfs"))
+        r = simulate(wl, [None] * len(wl), policy_of("fcfs"))
         waits.append(np.mean(r.wait))
     theory = rho * spec.mean_s * 2 / (2 * (1 - rho))
     assert np.mean(waits) == pytest.approx(theory, rel=0.08)
@@ -47,7 +47,7 @@ def test_work_conserving_policies_share_the_makespan_and_sjf_helps_short():
     spec = WorkloadSpec(c2=2.0)
     wl = poisson_workload(spec, 0.8, 1500, seed=4)
     preds, _ = PredictorModel("class", 0.9).predict(wl, np.random.default_rng(0), spec.class_mix)
-    res = {name: simulate(wl, preds if name != "fcfs" else [None] * len(wl), make_policy(name, **kw))
+    res = {name: simulate(wl, preds if name != "fcfs" else [None] * len(wl), policy_of(name, **kw))
            for name, kw in (("fcfs", {}), ("sjf", {"tau": "off"}), ("sjf-tokens", {}), ("fair", {}),
                             ("oracle", {}))}
     spans = {name: r.makespan for name, r in res.items()}
@@ -62,7 +62,7 @@ def test_work_conserving_policies_share_the_makespan_and_sjf_helps_short():
 def test_the_simulator_drives_the_policy_objects_it_is_given():
     seen = []
 
-    class Spy(type(make_policy("sjf"))):
+    class Spy(type(policy_of("sjf"))):
         def new_pending(self):
             p = super().new_pending()
             seen.append(p)
@@ -75,16 +75,16 @@ def test_the_simulator_drives_the_policy_objects_it_is_given():
     assert len(seen) == 1 and isinstance(seen[0], HeapPending)
     assert seen[0].service.count == 50  # every completion was observed by that very object
     assert r.makespan > 0
-    assert isinstance(make_policy("fair").new_pending(), DRRPending)
+    assert isinstance(policy_of("fair").new_pending(), DRRPending)
 
 
 def test_strict_tau_collapses_in_a_burst_and_the_default_keeps_sjf():
     spec = WorkloadSpec()
     wl = burst_workload(spec, (50, 0, 50), seed=3)
     preds, _ = PredictorModel("class", 1.0).predict(wl, np.random.default_rng(0))
-    fcfs = simulate(wl, [None] * len(wl), make_policy("fcfs")).stat("sojourn", SHORT, 50)
-    strict = simulate(wl, preds, make_policy("sjf", tau="3x", promotion="strict")).stat("sojourn", SHORT, 50)
-    default = simulate(wl, preds, make_policy("sjf", tau="3x"), record_order=True)
+    fcfs = simulate(wl, [None] * len(wl), policy_of("fcfs")).stat("sojourn", SHORT, 50)
+    strict = simulate(wl, preds, policy_of("sjf", tau="3x", promotion="strict")).stat("sojourn", SHORT, 50)
+    default = simulate(wl, preds, policy_of("sjf", tau="3x"), record_order=True)
     assert strict == pytest.approx(fcfs, rel=0.02)  # the trap: FCFS in a burst
     assert default.stat("sojourn", SHORT, 50) < 0.15 * fcfs
     assert all(wl.klass[j] == SHORT for j in default.order[:50])  # every Short first
@@ -94,7 +94,7 @@ def test_mgk_never_runs_more_than_k_at_once():
     spec = WorkloadSpec()
     wl = poisson_workload(spec, 0.9, 800, seed=2, slots=3)
     preds, _ = PredictorModel("class", 0.8).predict(wl, np.random.default_rng(2))
-    r = simulate(wl, preds, make_policy("sjf-tokens"), slots=3)
+    r = simulate(wl, preds, policy_of("sjf-tokens"), slots=3)
     start = wl.arrival + r.wait
     end = start + wl.service
     events = sorted([(t, 1) for t in start] + [(t, -1) for t in end], key=lambda x: (x[0], x[1]))
@@ -134,8 +134,8 @@ def test_deadlines_in_the_simulator_meet_their_start_times():
     # 30% of the Longs (the class SJF delays most) carry a 200 s deadline
     tight = (wl.klass == LONG) & (np.random.default_rng(4).random(len(wl)) < 0.3)
     metas = [RequestMeta(deadline_s=200.0) if t else RequestMeta() for t in tight]
-    with_dl = simulate(wl, preds, make_policy("sjf", tau="off"), metas=metas)
-    without = simulate(wl, preds, make_policy("sjf", tau="off"))
+    with_dl = simulate(wl, preds, policy_of("sjf", tau="off"), metas=metas)
+    without = simulate(wl, preds, policy_of("sjf", tau="off"))
 
     def late(r):
         return np.mean(r.sojourn[tight] > 200.0)

@@ -250,3 +250,32 @@ def test_held_burst_scenario_of_the_stated_burst_data():
     short = [e for t, e in exp if t < 200]
     long_ = [e for t, e in exp if t >= 800]
     assert len(short) == len(long_) == 10 and max(short) < min(long_)
+
+
+def test_spread_knots_are_stored_read_and_validated(tmp_path):
+    """The spread calibration (issue 23): add_spread_to_model writes sjf.calibration_spread and the
+    card; the predictor reads location and spread from it; malformed knots are a clear error."""
+    import json
+    import shutil
+
+    from sjf_core.predict._predictor import PredictorError, default_model_path
+    from sjf_lab.calibrate import add_spread_to_model, fit_spread
+
+    src = default_model_path()
+    dst = tmp_path / "m.onnx"
+    shutil.copy(src, dst)
+    shutil.copy(src.with_suffix(".json"), tmp_path / "m.json")
+    rng = __import__("numpy").random.default_rng(0)
+    mu = rng.normal(5.0, 1.0, 4000)
+    tokens = __import__("numpy").expm1(mu + rng.normal(0.0, 0.8, 4000))
+    knots = fit_spread(mu, tokens)
+    assert all(b[1] > a[1] for a, b in zip(knots, knots[1:])) and all(0.3 <= k[2] <= 2.0 for k in knots)
+    add_spread_to_model(dst, [[k[0], k[1], 0.5] for k in knots], note="test")
+    p = load_predictor(dst)
+    assert p.info.spread is not None and json.loads((tmp_path / "m.json").read_text())["calibration_spread_note"] == "test"
+    pr = p.predict("What is TCP?")
+    assert abs(pr.p_short + pr.p_medium + pr.p_long - 1.0) < 1e-9
+    with pytest.raises(PredictorError, match="calibration_spread"):
+        add_spread_to_model(dst, [[1.0, 2.0, 0.5], [0.5, 3.0, 0.5]])  # μ not increasing
+    with pytest.raises(PredictorError, match="calibration_spread"):
+        add_spread_to_model(dst, [[1.0, 2.0, 0.5], [2.0, 3.0, -1.0]])  # σ not positive

@@ -149,6 +149,13 @@ class AdmissionQueue:
         """The store's ticket; ``scorer`` (or None) is left to the store to call later."""
         raise NotImplementedError
 
+    async def view(self, limit: int = 100) -> dict:
+        """A read-only snapshot: who holds a slot and who waits (at most ``limit``), in
+        dispatch order, with predicted class and tokens, band, tenant, time waited and when
+        the starvation guard promotes each; never prompt text. Changes nothing. Each store
+        gives it (the shape: :mod:`sjf_core.admission._view`)."""
+        raise NotImplementedError
+
     # ---- what the ticket asks of its store (called by Ticket only) --------------------
     def _free(self, t: "Ticket", answer_tokens: int | None, expired: bool) -> float:
         """``t`` was just marked RELEASED (once): free its slot, count, learn; return its

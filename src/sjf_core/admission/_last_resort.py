@@ -50,6 +50,8 @@ __all__ = ["LastResort", "Gate", "LedgerGrants", "fault_kind", "KINDS"]
 
 #: Kinds of fault a gated request is counted under.
 KINDS = ("store", "predictor", "memory", "internal")
+#: A gate's counts in :meth:`LastResort.status` (each as ``gate_<name>``).
+GATE_COUNTS = ("in_flight", "granted", "released", "expired")
 _SEQ = itertools.count()
 
 
@@ -146,8 +148,9 @@ class Gate(AdmissionQueue):
     whose tickets (the one :class:`~sjf_core.admission._ticket.Ticket` lifecycle) wait FIFO
     on the backend's ledger; unscored, no store, no listeners.
 
-    Attributes: ``in_flight`` (gate tickets holding a slot now), ``expired`` (leases that ran
-    out), ``label`` (the backend as a metrics label).
+    Attributes: ``in_flight`` (gate tickets holding a slot now), ``granted`` / ``released``
+    (slots granted and released, the lease's too), ``expired`` (leases that ran out),
+    ``label`` (the backend as a metrics label).
     """
 
     store = "gate"
@@ -161,7 +164,7 @@ class Gate(AdmissionQueue):
         self.listeners: list = []
         self.stats = QueueStats()
         self._in_flight = 0
-        self.expired = 0
+        self.granted = self.released = self.expired = 0  # released counts the lease's too
         self.grants = LedgerGrants(self)
         self.label = backend_label(name)
 
@@ -185,6 +188,7 @@ class Gate(AdmissionQueue):
         """``t`` took a unit of the ledger: it holds a slot now."""
         t.entry.dispatched_at = time.monotonic()
         self._in_flight += 1
+        self.granted += 1
         t.grant(t.entry.dispatched_at - t.entry.arrival)
 
     def _scores_at_door(self) -> bool:
@@ -196,6 +200,7 @@ class Gate(AdmissionQueue):
     def _free(self, t: Ticket, answer_tokens: int | None, expired: bool) -> float:
         self.grants.disarm(t)
         self._in_flight -= 1
+        self.released += 1
         if expired:
             self.expired += 1
         self.ledger.give()
@@ -286,10 +291,9 @@ class LastResort:
 
     def status(self) -> dict:
         """``{"by_kind": {kind: n}, "backends": {key: {"slots", "held", "waiting",
-        "gate_in_flight", "gate_expired"}}}``: numbers only."""
+        "gate_in_flight", "gate_granted", "gate_released", "gate_expired"}}}``: numbers only."""
         backends = {}
         for key, led in list(self._ledgers.items()):
             g = self._gates.get(key)
-            backends[key] = {**led.status(), "gate_in_flight": g.in_flight if g else 0,
-                             "gate_expired": g.expired if g else 0}
+            backends[key] = {**led.status(), **{f"gate_{k}": getattr(g, k, 0) for k in GATE_COUNTS}}
         return {"by_kind": dict(self.counts), "backends": backends}

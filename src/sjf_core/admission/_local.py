@@ -28,6 +28,8 @@ from sjf_core.admission._future_grant import FutureGrants
 from sjf_core.admission._overload import OverloadConfig, OverloadControl
 from sjf_core.admission._ratelimit import RateLimit
 from sjf_core.admission._ticket import DEFERRED, NEW, QUEUED, RUNNING, Ticket, TicketState
+from sjf_core.admission._view import local_view
+from sjf_core.config import DEFAULT_POLICY, check_slots
 from sjf_core.policy._entry import Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, make_policy
 
@@ -39,7 +41,8 @@ class LocalAdmissionQueue(AdmissionQueue):
 
     Args:
         slots: maximum concurrent admissions (>= 1). A serial backend has 1.
-        policy: a :class:`~sjf_core.policy._policies.Policy` or its name (default "sjf").
+        policy: a :class:`~sjf_core.policy._policies.Policy` or its name (default
+            :data:`sjf_core.config.DEFAULT_POLICY`).
         name: the backend key, for logs and metrics (never prompt text).
         lease_ttl_s: if set, a running ticket not released or renewed within this
             many seconds is force-released (safety net for lost release hooks).
@@ -71,7 +74,7 @@ class LocalAdmissionQueue(AdmissionQueue):
     def __init__(
         self,
         slots: int = 1,
-        policy: Policy | str = "sjf",
+        policy: Policy | str = DEFAULT_POLICY,
         name: str = "default",
         lease_ttl_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -80,9 +83,7 @@ class LocalAdmissionQueue(AdmissionQueue):
         rate_limit: RateLimit | float | str | None = None,
         fairness=None,
     ):
-        if int(slots) < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
-        self.slots = int(slots)
+        self.slots = check_slots(slots)
         self.policy = make_policy(policy)
         self.name = name
         self.lease_ttl_s = lease_ttl_s
@@ -149,6 +150,10 @@ class LocalAdmissionQueue(AdmissionQueue):
     def waiting(self) -> int:
         """Tickets queued for a slot now."""
         return len(self.pending)
+
+    async def view(self, limit: int = 100) -> dict:
+        """Who runs and who waits (:meth:`AdmissionQueue.view`; :func:`sjf_core.admission._view.local_view`)."""
+        return local_view(self, limit=limit)
 
     @property
     def tau_s(self) -> float:

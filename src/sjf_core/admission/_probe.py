@@ -11,11 +11,14 @@ Contract:
   shares that probe's result. **True**: the probe call returned, so a FIFO backend has
   finished everything that was ahead of it (an orphaned answer included). **False**: the
   probe raised or did not return within ``timeout_s`` seconds; the caller falls back to
-  its lease or estimate. Never raises (cancellation of the caller excepted; the probe
-  itself then goes on for the callers that share it).
+  an estimate and retries (:mod:`sjf_core.admission._orphan_hold`; ``retry=True`` marks a
+  retry: counted as ``retry``, its failure logged at DEBUG). Never raises (cancellation of
+  the caller excepted; the probe itself then goes on for the callers that share it).
 * At most one probe is in flight per backend and process, whichever event loop or
   thread asks (the shared result is a :class:`concurrent.futures.Future`).
-* Counters per gate (``sent``, ``ok``, ``timeout``, ``error``, ``shared``) in
+* Counters per gate (``sent``, ``ok``, ``timeout``, ``error``, ``unreachable``, ``shared``,
+  ``retry``: probes sent again after a failure, ``estimate``: slots released by the
+  estimate after failed probes) in
   :attr:`ProbeGate.counters` and :func:`probe_stats`; each is also counted in the
   Prometheus family ``sjf_backend_probes_total{backend, outcome}``
   (:func:`sjf_core.ext._metrics.count_probe`).
@@ -50,7 +53,7 @@ log = logging.getLogger("sjf_core.admission._probe")
 PROBE_HEADER = "x-sjf-probe"
 #: The probe's prompt: fixed, one character, never a user's text.
 PROBE_PROMPT = "."
-OUTCOMES = ("sent", "ok", "timeout", "error", "unreachable", "shared")
+OUTCOMES = ("sent", "ok", "timeout", "error", "unreachable", "shared", "retry", "estimate")
 
 __all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT"]
 
@@ -81,9 +84,14 @@ class ProbeGate:
         except Exception:  # prometheus-client missing: the counters above still count
             note_fault(log, "probe metric not recorded", level=logging.DEBUG)
 
-    async def wait_idle(self, send: Callable[[], Awaitable[Any]], timeout_s: float) -> bool:
+    def count_estimate(self) -> None:
+        """Count a slot released by the estimate after failed probes."""
+        self._count("estimate")
+
+    async def wait_idle(self, send: Callable[[], Awaitable[Any]], timeout_s: float, retry: bool = False) -> bool:
         """True once a probe sent after this call's start (or shared with a concurrent
-        caller) returned; False on its error or after ``timeout_s`` seconds."""
+        caller) returned; False on its error or after ``timeout_s`` seconds. ``retry``:
+        this probe follows a failed one (counted as ``retry``, its failure logged at DEBUG)."""
         with self._lock:
             fut = self._inflight
             owner = fut is None or fut.done()
@@ -91,8 +99,8 @@ class ProbeGate:
                 fut = self._inflight = concurrent.futures.Future()
                 fut.set_running_or_notify_cancel()  # no caller can cancel the shared result
         if owner:
-            self._count("sent")
-            task = asyncio.get_running_loop().create_task(self._run(send, float(timeout_s), fut))
+            self._count("retry" if retry else "sent")
+            task = asyncio.get_running_loop().create_task(self._run(send, float(timeout_s), fut, retry))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
@@ -110,16 +118,17 @@ class ProbeGate:
             note_fault(log, f"waiting for the idle probe of backend {_label(self.key)} failed; no probe result")
             return False
 
-    async def _run(self, send, timeout_s: float, fut: concurrent.futures.Future) -> None:
+    async def _run(self, send, timeout_s: float, fut: concurrent.futures.Future, retry: bool = False) -> None:
         ok = False
+        say = log.debug if retry else log.warning
         try:
             await asyncio.wait_for(send(), timeout_s)
             ok = True
             self._count("ok")
         except asyncio.TimeoutError:
             self._count("timeout")
-            log.warning("idle probe of %s timed out after %.1f s; the slot is left to its lease",
-                        _label(self.key), timeout_s)
+            say("idle probe of %s timed out after %.1f s; the slot is held for the orphan's estimated rest "
+                "while the probe is retried", _label(self.key), timeout_s)
         except asyncio.CancelledError:
             self._count("error")
             raise
@@ -133,14 +142,22 @@ class ProbeGate:
                             "ours, releasing the slot", _label(self.key), type(exc).__name__)
             else:
                 self._count("error")
-                log.warning("idle probe of %s failed (%s); the slot is left to its lease", _label(self.key),
-                            type(exc).__name__)
+                say("idle probe of %s failed (%s%s); the slot is held for the orphan's estimated rest while the "
+                    "probe is retried", _label(self.key), type(exc).__name__, _status_of(exc))
         finally:
             with self._lock:
                 if self._inflight is fut:
                     self._inflight = None
             if not fut.done():
                 fut.set_result(ok)
+
+
+def _status_of(exc: BaseException) -> str:
+    """`` HTTP <status>`` of an HTTP error answer, else ""."""
+    code = getattr(getattr(exc, "response", None), "status_code", None)
+    if code is None and exc.args and isinstance(exc.args[0], int):
+        code = exc.args[0]
+    return f" HTTP {code}" if isinstance(code, int) else ""
 
 
 def could_not_connect(exc: BaseException) -> bool:

@@ -34,19 +34,22 @@ import time
 import weakref
 from typing import Any, Callable
 
+from sjf_core._faults import note_fault
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._local import LocalAdmissionQueue
-from sjf_core.admission._redis_config import SUPPORTED_PROMOTIONS, ServerPolicy, policy_server_args, redis_config
+from sjf_core.admission._redis_config import SUPPORTED_PROMOTIONS, ServerPolicy, check_runnable, policy_server_args
+from sjf_core.admission._redis_view import redis_view
 from sjf_core.admission._redis_grant import RedisGrant, RedisGrants
 from sjf_core.admission._redis_heartbeat import Heartbeat
-from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, FAIL_MODES, OWNER, RedisQueueStats,
+from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, OWNER, RedisQueueStats,
                                             RedisUnavailable, _LoopState, hash_tag, lua_sources, redis_errors)
 from sjf_core.admission._ticket import Ticket
 from sjf_core.policy._entry import class_of_tokens
-from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN
-from sjf_core.policy._policies import Policy, make_policy
-from sjf_core._faults import note_fault
+from sjf_core.config import DEFAULT_POLICY, FAIL_MODES, RedisSettings
+from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, HeapPending
+from sjf_core.policy._policies import Policy
+from sjf_core.policy._tenants import Fairness
 
 log = logging.getLogger("sjf_core.admission._redis")
 
@@ -65,80 +68,47 @@ class RedisAdmissionQueue(AdmissionQueue):
         lease_ttl_s: optional hold limit (s) of a running ticket in a live process, as in
             :class:`~sjf_core.admission._local.LocalAdmissionQueue`: a ticket neither released nor ``renew()``-ed
             within it is force-released (safety net for lost release hooks).
-        redis_lease_ttl_s: lease time-to-live in Redis (s). The holder's process renews it
-            every third of it; a crashed holder's slot returns at most this long after its
-            last renewal.
-        waiter_ttl_s: liveness time-to-live of a queued ticket (s), renewed likewise; a dead
-            waiter is removed at most this long after its process died.
-        fail_mode: "open" (fall back to a per-process queue) or "closed" (raise
-            :class:`RedisUnavailable`) when Redis is unreachable.
-        prefix: first part of every key (default "sjf").
-        op_timeout_s: socket timeout of non-blocking Redis calls (s).
-        retry_s: while Redis is marked down, new tickets skip it for this long (s).
-        listeners: :class:`~sjf_core.admission._local.QueueEvents` notified of this process's
+        options: the store's :class:`~sjf_core.config.RedisSettings` (TTLs, fail mode, key
+            prefix, timeouts; checked when made; default: their defaults).
+        listeners: :class:`~sjf_core.admission._events.QueueEvents` notified of this process's
             ticket events (``queue`` is this object).
         clock: local monotonic clock (s), for waits and hold limits.
-        local_options: extra keyword arguments of the per-process fail-open
-            :class:`AdmissionQueue` (e.g. ``overload``, ``rate_limit``: in Redis mode these
+        overload, rate_limit: the door of the per-process fail-open queue (in Redis mode they
             apply only while failing open; they are not shared across processes).
+        fairness: fair shares across tenants, kept in Redis (a Fairness or its spec).
 
     Raises:
-        ValueError: bad slots, fail_mode or TTLs, or a policy the store cannot run.
+        ValueError: bad slots, or a policy the store cannot run.
     """
 
     store = "redis"
     #: the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger` (or None)
     ledger = None
 
-    def __init__(
-        self,
-        redis: Any,
-        slots: int = 1,
-        policy: Policy | str = "sjf",
-        name: str = "default",
-        lease_ttl_s: float | None = None,
-        *,
-        redis_lease_ttl_s: float = 10.0,
-        waiter_ttl_s: float = 10.0,
-        fail_mode: str = "open",
-        prefix: str = "sjf",
-        op_timeout_s: float = 2.0,
-        retry_s: float = 1.0,
-        listeners: list[QueueEvents] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        local_options: dict[str, Any] | None = None,
-        fairness: Any = None,
-    ):
-        if int(slots) < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
-        if fail_mode not in FAIL_MODES:
-            raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {fail_mode!r}")
-        if not (redis_lease_ttl_s > 0 and waiter_ttl_s > 0 and op_timeout_s > 0 and retry_s >= 0):
-            raise ValueError("redis_lease_ttl_s, waiter_ttl_s and op_timeout_s must be > 0, retry_s >= 0")
-        self.slots = int(slots)
-        self.policy = make_policy(policy)
-        self._policy_args = policy_server_args(self.policy)
-        from sjf_core.policy._tenants import Fairness
-
-        #: fair shares across tenants, kept in Redis (tenant queues and service counts)
-        self.fairness = Fairness.parse(fairness if fairness is not None else "off")
-        self.name = name
-        self.lease_ttl_s = lease_ttl_s
-        self.redis_lease_ttl_s = float(redis_lease_ttl_s)
-        self.waiter_ttl_s = float(waiter_ttl_s)
-        self.fail_mode = fail_mode
-        self.prefix = prefix
-        self.op_timeout_s = float(op_timeout_s)
-        self.retry_s = float(retry_s)
+    def __init__(self, redis: Any, slots: int = 1, policy: Policy | str = DEFAULT_POLICY, name: str = "default",
+                 lease_ttl_s: float | None = None, *, options: RedisSettings | None = None,
+                 listeners: list[QueueEvents] | None = None, clock: Callable[[], float] = time.monotonic,
+                 overload: Any = None, rate_limit: Any = None, fairness: Any = None):
+        o = self.options = options if options is not None else RedisSettings()
+        self.redis_lease_ttl_s, self.waiter_ttl_s, self.fail_mode = o.redis_lease_ttl_s, o.waiter_ttl_s, o.fail_mode
+        self.prefix, self.op_timeout_s, self.retry_s = o.prefix, o.op_timeout_s, o.retry_s
         self.clock = clock
         self.listeners: list[QueueEvents] = list(listeners or [])
-        self._redis = redis
-        self.tag = hash_tag(prefix, name)
-        self.keys = [f"{self.tag}:{k}" for k in _KEY_NAMES]
-        self.stats = RedisQueueStats()
+        self.name = name
+        self.lease_ttl_s = lease_ttl_s
         # The per-process fallback (fail-open) and the source of Entry objects, so that keys,
         # classes and the unscored fallback are computed exactly as in-process.
-        self.local = LocalAdmissionQueue(self.slots, self.policy, name, lease_ttl_s, clock, **dict(local_options or {}))
+        self.local = LocalAdmissionQueue(slots, policy, name, lease_ttl_s, clock, overload=overload,
+                                         rate_limit=rate_limit)
+        self.slots, self.policy = self.local.slots, self.local.policy
+        pending = self.local.pending  # the server reads the policy from this queue's own strategy
+        self._policy_args = policy_server_args(self.policy, pending if type(pending) is HeapPending else None)
+        #: fair shares across tenants, kept in Redis (tenant queues and service counts)
+        self.fairness = Fairness.parse(fairness if fairness is not None else "off")
+        self._redis = redis
+        self.tag = hash_tag(self.prefix, name)
+        self.keys = [f"{self.tag}:{k}" for k in _KEY_NAMES]
+        self.stats = RedisQueueStats()
         self._loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._down, self._retry_at = False, 0.0
@@ -166,6 +136,12 @@ class RedisAdmissionQueue(AdmissionQueue):
         """τ in seconds as last computed by Redis (inf when off; the initial τ before the
         first call)."""
         return self._tau_s
+
+    async def view(self, limit: int = 100) -> dict:
+        """Who runs and who waits, read from Redis across all processes (:meth:`AdmissionQueue.view`;
+        :func:`sjf_core.admission._redis_view.redis_view`). Raises what redis-py raises when
+        Redis is unreachable."""
+        return await redis_view(self, limit)
 
     @property
     def degraded(self) -> bool:
@@ -328,6 +304,6 @@ class RedisAdmissionQueue(AdmissionQueue):
         log.warning("Redis admission store reachable again for backend %s; shared queue resumed", self.name)
 
 
-__all__ = ["RedisAdmissionQueue", "RedisGrant", "RedisGrants", "Heartbeat", "RedisUnavailable", "RedisQueueStats", "policy_server_args",
-           "redis_config", "ServerPolicy", "OWNER",
+__all__ = ["RedisAdmissionQueue", "RedisGrant", "RedisGrants", "Heartbeat", "RedisUnavailable", "RedisQueueStats",
+           "policy_server_args", "check_runnable", "RedisSettings", "ServerPolicy", "OWNER",
            "hash_tag", "lua_sources", "SUPPORTED_PROMOTIONS", "FAIL_MODES"]

@@ -1,9 +1,9 @@
-"""The Redis store's settings: the policy as the server-side dispatcher runs it, and options.
+"""The policy as the Redis store's server-side dispatcher runs it.
 
 :func:`policy_server_args` turns a :class:`~sjf_core.policy._policies.Policy` into the
 :class:`ServerPolicy` the Lua dispatcher reads (raises ``ValueError`` for a policy it cannot
-run); :func:`redis_config` checks a Scheduler's Redis URL and options (it reads no
-environment: ``SJF_REDIS_*`` are read in :mod:`sjf_core.config`).
+run); :func:`check_runnable` says so without building anything (the config boundary). The
+store's options are :class:`sjf_core.config.RedisSettings`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sjf_core.admission._redis_wire import FAIL_MODES
 from sjf_core.policy._pending import HeapPending
 from sjf_core.policy.promotion import WIRE_DEFAULTS
 from sjf_core.policy._policies import Policy
@@ -53,23 +52,39 @@ class ServerPolicy:
     horizon: float
     slack: float
     floor: float
-    service_seeds: tuple = (2.0, 8.5, 30.1)
-    service_alpha: float = 0.1
-    slowdown: float = 8.0
-    work_slack: float = 0.2
-    max_wait_s: float | None = None
+    service_seeds: tuple
+    service_alpha: float
+    slowdown: float
+    work_slack: float
+    max_wait_s: float | None
 
 
-def policy_server_args(policy: Policy) -> ServerPolicy:
+def check_runnable(policy: Policy) -> None:
+    """Raise ValueError when the server-side dispatcher cannot run ``policy``: it runs the
+    key-ordered policies (one heap: fcfs, sjf, sjf-tokens, oracle) with a promotion rule in
+    :data:`SUPPORTED_PROMOTIONS` (not the DRR ``fair`` policy, not "aged-sjf"). Builds nothing."""
+    promotion = getattr(policy, "promotion", None)
+    heap = type(policy).new_pending is Policy.new_pending
+    if not heap or promotion not in SUPPORTED_PROMOTIONS:
+        raise ValueError(
+            f"the Redis store cannot run policy {getattr(policy, 'name', policy)!r} (promotion {promotion!r}); "
+            f"it runs key-ordered policies (HeapPending) with promotion in {SUPPORTED_PROMOTIONS}")
+
+
+def policy_server_args(policy: Policy, pending: Any = None) -> ServerPolicy:
     """The server-side parameters of a policy: its τ setting and service seeds, and its
     promotion strategy as the strategy serialises itself (``strategy.wire()``).
+
+    Args:
+        policy: the queue's policy. pending: a pending structure of it to read them from
+            (the store's own: no second strategy is built), or None (one is made).
 
     Raises:
         ValueError: the policy's pending structure is not a
             :class:`~sjf_core.policy._pending.HeapPending` with a promotion rule in
             :data:`SUPPORTED_PROMOTIONS` (e.g. the DRR ``fair`` policy, "aged-sjf").
     """
-    pending = policy.new_pending()
+    pending = policy.new_pending() if pending is None else pending
     strategy = getattr(pending, "strategy", None)
     wire = dict(WIRE_DEFAULTS, **strategy.wire()) if strategy is not None else {}
     promotion = wire.get("promotion")
@@ -86,35 +101,3 @@ def policy_server_args(policy: Policy) -> ServerPolicy:
         alpha=float(c.ewma_alpha), service_seeds=tuple(repr(float(x)) for x in pending.service.by_predicted),
         service_alpha=float(pending.service.alpha), promotion=promotion, **{f: wire[f] for f in WIRE_DEFAULTS},
     )
-
-
-#: Options of the Redis store (the ``redis`` settings map; ``SJF_REDIS_*`` in :mod:`sjf_core.config`).
-_OPTION_NAMES = {"fail_mode", "redis_lease_ttl_s", "waiter_ttl_s", "prefix", "op_timeout_s", "retry_s"}
-
-
-def redis_config(url: Any = None, options: Any = None, policy: Policy | None = None) -> tuple[str | None, dict[str, Any]]:
-    """Check the Redis settings of a :class:`~sjf_core._scheduler.Scheduler` (reads no environment).
-
-    Args:
-        url: a Redis URL; None, "" or False disables Redis.
-        options: store options (see :class:`RedisAdmissionQueue`: ``fail_mode``,
-            ``redis_lease_ttl_s``, ``waiter_ttl_s``, ``prefix``, ``op_timeout_s``, ``retry_s``).
-        policy: the policy, checked with :func:`policy_server_args` when Redis is on.
-
-    Returns:
-        (url or None, options dict).
-
-    Raises:
-        ValueError: unknown option, bad value, or a policy the store cannot run.
-    """
-    if not url:
-        return None, {}
-    opts = dict(options or {})
-    unknown = set(opts) - _OPTION_NAMES
-    if unknown:
-        raise ValueError(f"unknown Redis options {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
-    if opts.get("fail_mode", "open") not in FAIL_MODES:
-        raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {opts['fail_mode']!r}")
-    if policy is not None:
-        policy_server_args(policy)
-    return str(url), opts

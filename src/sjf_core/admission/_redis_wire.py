@@ -30,7 +30,6 @@ _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
 #: The shared prelude of every script, in order: keys, arguments and helpers; the dispatch rule.
 _PRELUDE = ("lib", "dispatch")
 _KEY_NAMES = ("seq", "fence", "lv", "age", "alive", "wi", "held", "leases", "li", "st", "epoch", "dl", "bd", "vb")
-FAIL_MODES = ("open", "closed")
 #: This process as an owner of queue entries and leases in Redis: "<pid>@<host>".
 OWNER = f"{os.getpid()}@{re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())}"
 _COUNTERS = ("enqueued", "dispatched", "promoted", "released", "cancelled", "expired_leases",

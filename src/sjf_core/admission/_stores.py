@@ -9,7 +9,7 @@ neither. :class:`~sjf_core._scheduler.Scheduler` makes every queue here.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 from sjf_core.admission._local import LocalAdmissionQueue
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from sjf_core.admission._events import QueueEvents
     from sjf_core.admission._overload import OverloadConfig
     from sjf_core.admission._ratelimit import RateLimit
+    from sjf_core.config import RedisSettings
     from sjf_core.policy._policies import Policy
     from sjf_core.policy._tenants import Fairness
 
@@ -27,7 +28,7 @@ log = logging.getLogger("sjf_core.admission")
 def make_queue(name: str, *, slots: int, policy: "Policy", lease_ttl_s: float | None = None,
                listeners: "list[QueueEvents] | None" = None, overload: "OverloadConfig | None" = None,
                rate_limit: "RateLimit | None" = None, fairness: "Fairness | None" = None,
-               redis_url: str | None = None, redis_options: Mapping[str, Any] | None = None) -> "AdmissionQueue":
+               redis_url: str | None = None, redis: "RedisSettings | None" = None) -> "AdmissionQueue":
     """A new admission queue for backend ``name`` (a queue key): the Redis store when
     ``redis_url`` is set, else the in-process store.
 
@@ -36,8 +37,7 @@ def make_queue(name: str, *, slots: int, policy: "Policy", lease_ttl_s: float | 
         slots, policy, lease_ttl_s, listeners, fairness: as both stores take them.
         overload, rate_limit: the backend's door; in Redis mode they apply only while the
             store fails open (per process: logged once here).
-        redis_url, redis_options: the shared store and its checked options
-            (:func:`~sjf_core.admission._redis_config.redis_config`).
+        redis_url, redis: the shared store and its :class:`~sjf_core.config.RedisSettings`.
 
     Raises:
         ValueError: as the store's constructor.
@@ -47,10 +47,9 @@ def make_queue(name: str, *, slots: int, policy: "Policy", lease_ttl_s: float | 
                                    listeners=listeners, overload=overload, rate_limit=rate_limit, fairness=fairness)
     from sjf_core.admission._redis import RedisAdmissionQueue
 
-    local = {k: v for k, v in (("overload", overload), ("rate_limit", rate_limit)) if v is not None}
-    if local:
+    if overload is not None or rate_limit is not None:
         log.warning("backend %s: overload control and rate limits are per process in Redis mode "
                     "(applied only while failing open)", name)
     return RedisAdmissionQueue(redis_url, slots=slots, policy=policy, name=name, lease_ttl_s=lease_ttl_s,
-                               listeners=listeners, local_options=local, fairness=fairness,
-                               **dict(redis_options or {}))
+                               options=redis, listeners=listeners, overload=overload, rate_limit=rate_limit,
+                               fairness=fairness)

@@ -25,7 +25,8 @@ class Families:
                                  registry=r, multiprocess_mode="livesum")
         self.in_flight = Gauge("sjf_in_flight", "Requests holding an admission slot (running on the backend).",
                                ["backend"], registry=r, multiprocess_mode="livesum")
-        self.tau = Gauge("sjf_tau_seconds", "Current starvation bound tau of the queue, seconds (+Inf when off).",
+        self.tau = Gauge("sjf_tau_seconds", "Current tau of the queue, seconds (+Inf when off): the bound of the time-based guards "
+                         "(strict, one-in-k, fcfs-bound, aging); work-bound, the default, does not read it.",
                          ["backend"], registry=r, multiprocess_mode="max")
         self.enqueued = Counter("sjf_enqueued", "Requests that entered the admission queue.",
                                 ["backend", "predicted_class"], registry=r)
@@ -34,7 +35,7 @@ class Families:
                                    ["backend", "true_class"], registry=r)
         self.cancellations = Counter("sjf_cancellations", "Callers that left while queued (disconnect, timeout).",
                                      ["backend"], registry=r)
-        self.promotions = Counter("sjf_tau_promotions", "Requests dispatched by the tau starvation guard.",
+        self.promotions = Counter("sjf_tau_promotions", "Requests dispatched by the starvation guard (any promotion rule).",
                                   ["backend"], registry=r)
         self.rejections = Counter("sjf_rejections", "Requests refused by overload control.", ["backend", "reason"],
                                   registry=r)

@@ -33,6 +33,7 @@ from collections import OrderedDict
 from typing import Iterable, Sequence
 
 import numpy as np
+from sjf_core.config import MEMORY_REDIS_OP_TIMEOUT_S, MEMORY_REDIS_RETRY_S
 from sjf_core._faults import note_fault
 
 log = logging.getLogger("sjf_core.memory")
@@ -125,7 +126,8 @@ class RedisStore:
     """
 
     def __init__(self, url: str, prefix: str = "sjf", max_keys: int = 50_000, capacity: int = 10_000,
-                 ttl_s: float = 30 * 86400.0, op_timeout_s: float = 0.05, retry_s: float = 5.0):
+                 ttl_s: float = 30 * 86400.0, op_timeout_s: float = MEMORY_REDIS_OP_TIMEOUT_S,
+                 retry_s: float = MEMORY_REDIS_RETRY_S):
         import redis
 
         self.local = LocalStore(max_keys)

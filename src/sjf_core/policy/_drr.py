@@ -13,6 +13,14 @@ from sjf_core.policy._structure import PendingBase
 from sjf_core.policy._tau import TauEstimator
 
 
+def class_weights(weights: Sequence[float]) -> tuple[float, float, float]:
+    """``weights`` of Short, Medium, Long as three floats. Raises ValueError unless each is > 0."""
+    w = tuple(float(x) for x in weights)
+    if len(w) != 3 or not all(x > 0 and math.isfinite(x) for x in w):
+        raise ValueError("weights must be three positive numbers (Short, Medium, Long)")
+    return w
+
+
 class DRRPending(PendingBase):
     """Adaptive deficit round robin across Short / Medium / Long (seed 003, allocation layer).
 
@@ -29,25 +37,22 @@ class DRRPending(PendingBase):
 
     Args:
         weights: time-share weights of Short, Medium, Long (each > 0).
-        tau, promotion, k, slots, service, rule_options: as
+        tau, promotion, slots, service: as
             :class:`~sjf_core.policy._structure.PendingBase` (any promotion strategy).
 
     Raises:
         ValueError: as :class:`~sjf_core.policy._structure.PendingBase`, or a weight not positive.
     """
 
-    def __init__(self, tau: TauEstimator | None = None, promotion=None, k: int = 2,
-                 weights: Sequence[float] = (1.0, 1.0, 1.0), **kw):
-        weights = tuple(float(w) for w in weights)
-        if len(weights) != 3 or not all(w > 0 and math.isfinite(w) for w in weights):
-            raise ValueError("weights must be three positive numbers (Short, Medium, Long)")
-        self.weights = weights
+    def __init__(self, tau: TauEstimator | None = None, promotion=None, *, weights: Sequence[float] = (1.0, 1.0, 1.0),
+                 slots: int = 1, service=None):
+        self.weights = class_weights(weights)
         self._queues: list[list[tuple[tuple, Entry]]] = [[], [], []]
         self._live = [0, 0, 0]
         self.deficit = [0.0, 0.0, 0.0]
         self._cur = SHORT
         self._credited = False
-        super().__init__(tau, promotion, k, **kw)
+        super().__init__(tau, promotion, slots=slots, service=service)
 
     @staticmethod
     def _class(entry: Entry) -> int:

@@ -19,17 +19,16 @@ class HeapPending(PendingBase):
     strategy's starvation guard (:mod:`sjf_core.policy.promotion`).
 
     Args:
-        tau, promotion, k, slots, service, rule_options: as
-            :class:`~sjf_core.policy._structure.PendingBase` (``promotion``: a strategy
-            or a rule name; None: the default rule).
+        tau, promotion, slots, service: as :class:`~sjf_core.policy._structure.PendingBase`
+            (``promotion``: a strategy, settings or a rule name; None: the default rule).
 
     Raises:
         ValueError: as :class:`~sjf_core.policy._structure.PendingBase`.
     """
 
-    def __init__(self, tau=None, promotion=None, k: int = 2, **kw):
+    def __init__(self, tau=None, promotion=None, *, slots: int = 1, service=None):
         self._heap: list[tuple] = []  # (*order_key, entry)
-        super().__init__(tau, promotion, k, **kw)
+        super().__init__(tau, promotion, slots=slots, service=service)
 
     def _push_main(self, entry: Entry) -> None:
         h = self._heap

@@ -41,16 +41,20 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 from sjf_core._faults import note_fault
+from sjf_core.config import (DEFAULT_POLICY, DEFAULT_PROMOTION, DEFAULT_SHORT_SERVICE_S, DEFAULT_TAU, TAU_OFF_PROMOTION,
+                             PromotionSettings)
+from sjf_core.policy._drr import class_weights
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
 from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
-from sjf_core.policy.promotion import (DEFAULT_AGING_HORIZON, DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, DEFAULT_SLOWDOWN,
-                                       DEFAULT_WORK_SLACK, PromotionStrategy, make_promotion)
-from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 from sjf_core.policy._tau import TauConfig, TauEstimator
+from sjf_core.policy.promotion import PromotionStrategy, build_rule
+from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 
 log = logging.getLogger("sjf_core.policy")
+
 
 @dataclass(frozen=True)
 class RequestMeta:
@@ -84,48 +88,39 @@ class Policy:
     """Base class. Subclasses define :meth:`key`.
 
     Args:
-        tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off".
-        promotion: the starvation guard of the pending structure (None: the default,
-            :data:`sjf_core.config.DEFAULT_PROMOTION`): "work-bound", "work-aging",
-            "fcfs-bound", "strict" (paper §3.4, DESIGN.md invariant 4), "one-in-k", "aging",
-            "aged-sjf" (one class each in :mod:`sjf_core.policy.promotion`, docs/scheduling.md).
-        k: the k of the "one-in-k" promotion rule.
-        initial_short_service_s: seed of the mean Short service time (seconds).
-        horizon: "aging" horizon in multiples of τ (a Long that has waited
-            ``horizon × τ`` ties with a fresh Short).
-        slack, floor: "fcfs-bound" parameters.
-        slowdown, work_slack: "work-bound" / "work-aging" parameters (> 0, >= 0).
-        max_wait_s: absolute wait bound in seconds (any rule), or None.
+        tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off"; None: the
+            policy's default (:data:`sjf_core.config.DEFAULT_TAU`; "off" for "oracle"; "fcfs"
+            always runs with τ off).
+        promotion: the starvation guard: :class:`~sjf_core.config.PromotionSettings` (its
+            rule and the rules' parameters, checked when made), or a rule name, or None:
+            the policy's default rule (:data:`sjf_core.config.DEFAULT_PROMOTION`; "strict"
+            for the policies with τ off). One class per rule in :mod:`sjf_core.policy.promotion`.
+        initial_short_service_s: seed of the mean Short service time (s); None: the default.
 
     Raises:
-        ValueError: bad τ, unknown promotion, or any rule option out of range (k,
-            horizon, slack, floor, slowdown, work_slack, max_wait_s; each checked by the
-            rule that owns it, whichever rule is chosen).
+        ValueError: a bad τ, or an unknown rule / a rule option out of range.
     """
 
     name = "base"
     #: Key distance between a typical Short and a typical Long (aging scale).
     key_span = 1.0
+    #: τ when none is given (None: :data:`sjf_core.config.DEFAULT_TAU`).
+    default_tau: Any = None
+    #: τ this policy always runs with, whatever is given (None: the given one).
+    fixed_tau: Any = None
+    #: Promotion rule when the settings name none (None: :data:`sjf_core.config.DEFAULT_PROMOTION`).
+    default_rule: str | None = None
 
-    def __init__(self, tau="3x", promotion: str | None = None, k: int = 2,
-                 initial_short_service_s: float = 2.0, horizon: float = DEFAULT_AGING_HORIZON,
-                 slack: float = DEFAULT_FCFS_SLACK, floor: float = DEFAULT_FCFS_FLOOR,
-                 slowdown: float = DEFAULT_SLOWDOWN, work_slack: float = DEFAULT_WORK_SLACK,
-                 max_wait_s: float | None = None):
-        self.tau_config = TauConfig.parse(tau, initial_short_service_s)
-        if promotion is None:
-            from sjf_core.config import DEFAULT_PROMOTION  # config imports this module: not at import time
-
-            promotion = DEFAULT_PROMOTION
-        self.promotion = promotion
-        self.k = k
-        self.horizon = float(horizon)
-        self.slack = float(slack)
-        self.floor = float(floor)
-        self.slowdown = float(slowdown)
-        self.work_slack = float(work_slack)
-        self.max_wait_s = None if max_wait_s is None else float(max_wait_s)
-        self.new_pending()  # validate the options now
+    def __init__(self, tau: Any = None, promotion: "PromotionSettings | str | None" = None,
+                 initial_short_service_s: float | None = None):
+        tau = self.fixed_tau if self.fixed_tau is not None else tau if tau is not None else self.default_tau
+        self.tau_config = TauConfig.parse(DEFAULT_TAU if tau is None else tau,
+                                          DEFAULT_SHORT_SERVICE_S if initial_short_service_s is None
+                                          else initial_short_service_s)
+        #: the starvation guard's settings (checked when made; nothing is built until a queue asks)
+        self.promotion_settings = PromotionSettings.of(promotion)
+        #: the rule's name
+        self.promotion: str = self.promotion_settings.rule or self.default_rule or DEFAULT_PROMOTION
 
     # Neutral key for requests that could not be scored (fail-open, invariant 5).
     def fallback_key(self) -> float:
@@ -142,9 +137,7 @@ class Policy:
         Raises:
             ValueError: unknown rule or an option out of range (named in the message).
         """
-        return make_promotion(self.promotion, k=self.k, key_span=self.key_span, horizon=self.horizon,
-                              slack=self.slack, floor=self.floor, slowdown=self.slowdown,
-                              work_slack=self.work_slack, max_wait_s=self.max_wait_s)
+        return build_rule(self.promotion, self.promotion_settings, self.key_span)
 
     def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
         """A fresh pending structure for one backend queue (a heap in this policy's order,
@@ -197,21 +190,15 @@ class Policy:
         return entry
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(tau={self.tau_config}, promotion={self.promotion!r}, "
-                f"k={self.k}, horizon={self.horizon})")
+        return f"{type(self).__name__}(tau={self.tau_config}, promotion={self.promotion!r}, {self.promotion_settings})"
 
 
 class FCFSPolicy(Policy):
     """First-come, first-served: every key is equal, so arrival order decides."""
 
     name = "fcfs"
-
-    def __init__(self, **kw):
-        from sjf_core.config import TAU_OFF_PROMOTION
-
-        kw["tau"] = "off"
-        kw.setdefault("promotion", TAU_OFF_PROMOTION)  # irrelevant with τ off; the simplest rule
-        super().__init__(**kw)
+    fixed_tau = "off"
+    default_rule = TAU_OFF_PROMOTION  # irrelevant with τ off; the simplest rule
 
     def key(self, prediction, meta) -> float:
         return 0.0
@@ -252,16 +239,17 @@ class FairPolicy(SJFPolicy):
     """Adaptive DRR across predicted Short/Medium/Long (seed 003), P(Long) order within a class.
 
     Args:
-        weights: time-share weights of Short, Medium, Long (default equal: each
+        tau, promotion, initial_short_service_s: as :class:`Policy`.
+        weights: time-share weights of Short, Medium, Long (each > 0; None: equal, each
             backlogged class gets the same share of backend time).
-        others: as :class:`Policy`.
     """
 
     name = "fair"
 
-    def __init__(self, weights=(1.0, 1.0, 1.0), **kw):
-        self.weights = tuple(float(w) for w in weights)
-        super().__init__(**kw)
+    def __init__(self, tau: Any = None, promotion: "PromotionSettings | str | None" = None,
+                 initial_short_service_s: float | None = None, weights: Sequence[float] | None = None):
+        super().__init__(tau, promotion, initial_short_service_s)
+        self.weights = class_weights((1.0, 1.0, 1.0) if weights is None else weights)
 
     def new_pending(self, tau: TauEstimator | None = None, service=None) -> PendingQueue:
         return DRRPending(tau or TauEstimator(self.tau_config), self.new_promotion(), weights=self.weights,
@@ -278,13 +266,8 @@ class OraclePolicy(Policy):
 
     name = "oracle"
     key_span = TYPICAL_TOKENS[LONG] - TYPICAL_TOKENS[SHORT]
-
-    def __init__(self, **kw):
-        from sjf_core.config import TAU_OFF_PROMOTION
-
-        kw.setdefault("tau", "off")
-        kw.setdefault("promotion", TAU_OFF_PROMOTION)  # irrelevant with τ off
-        super().__init__(**kw)
+    default_tau = "off"
+    default_rule = TAU_OFF_PROMOTION  # irrelevant with τ off
 
     def fallback_key(self) -> float:
         return TYPICAL_TOKENS[MEDIUM]
@@ -303,11 +286,14 @@ POLICIES: dict[str, type[Policy]] = {
 }
 
 
-def make_policy(spec="sjf", **kw) -> Policy:
-    """Build a policy from a name ("fcfs", "sjf", "sjf-tokens", ...) or return a Policy as is.
+def make_policy(spec: Any = DEFAULT_POLICY, *, tau: Any = None, promotion: "PromotionSettings | str | None" = None,
+                initial_short_service_s: float | None = None, weights: Sequence[float] | None = None) -> Policy:
+    """Build a policy from a name ("fcfs", "sjf", "sjf-tokens", "fair", "oracle"; default
+    :data:`sjf_core.config.DEFAULT_POLICY`) with the :class:`Policy` settings (None: its
+    defaults; ``weights``: "fair" only), or return a Policy object as is.
 
     Raises:
-        ValueError: unknown policy name.
+        ValueError: unknown policy name, a bad setting, or ``weights`` for another policy.
     """
     if isinstance(spec, Policy):
         return spec
@@ -315,7 +301,11 @@ def make_policy(spec="sjf", **kw) -> Policy:
         cls = POLICIES[str(spec).strip().lower()]
     except KeyError:
         raise ValueError(f"unknown policy {spec!r}; choose one of {sorted(POLICIES)}") from None
-    return cls(**kw)
+    if cls is FairPolicy:
+        return cls(tau, promotion, initial_short_service_s, weights)
+    if weights is not None:
+        raise ValueError(f"weights are a setting of the 'fair' policy, not of {cls.name!r}")
+    return cls(tau, promotion, initial_short_service_s)
 
 
 __all__ = ["Policy", "FCFSPolicy", "SJFPolicy", "SJFTokensPolicy", "FairPolicy", "OraclePolicy", "POLICIES",

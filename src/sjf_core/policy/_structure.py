@@ -18,6 +18,7 @@ from typing import Protocol
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
+from sjf_core.config import PromotionSettings
 from sjf_core.policy.promotion import PromotionStrategy, make_promotion
 from sjf_core.policy.promotion._base import REQUEST_OVERHEAD_TOKENS, PromotionRule, band_top, compact
 
@@ -54,24 +55,20 @@ class PendingBase:
     Args:
         tau: the τ estimator of this queue (a fresh one by default).
         promotion: a :class:`~sjf_core.policy.promotion.PromotionStrategy` (fresh, not
-            attached elsewhere) or a rule name (None: the default rule), built with
-            ``rule_options`` by :func:`~sjf_core.policy.promotion.make_promotion`.
-        k: the k of "one-in-k" (with a rule name only).
-        slots: slots of the queue this structure serves (the admission queue sets it).
+            attached elsewhere), or :class:`~sjf_core.config.PromotionSettings` or a rule
+            name (None: the default rule) that :func:`~sjf_core.policy.promotion.make_promotion`
+            builds one from.
+        slots: slots of the queue this structure serves (the admission queue sets it, checked there).
         service: shared service statistics (a fresh one by default).
 
     Raises:
-        ValueError: slots < 1; a strategy together with rule options; as ``make_promotion``.
+        ValueError: as ``make_promotion``.
     """
 
-    def __init__(self, tau: TauEstimator | None = None, promotion: str | PromotionStrategy | None = None, k: int = 2,
-                 *, slots: int = 1, service: ServiceStats | None = None, **rule_options):
-        if int(slots) < 1:
-            raise ValueError("slots must be >= 1")
-        if promotion is None or isinstance(promotion, str):
-            promotion = make_promotion(promotion, k=k, **rule_options)
-        elif rule_options:
-            raise ValueError(f"rule options {sorted(rule_options)} go to make_promotion, not with a strategy")
+    def __init__(self, tau: TauEstimator | None = None, promotion: "PromotionStrategy | PromotionSettings | str | None" = None,
+                 *, slots: int = 1, service: ServiceStats | None = None):
+        if promotion is None or isinstance(promotion, (str, PromotionSettings)):
+            promotion = make_promotion(promotion)
         self.tau = tau or TauEstimator()
         self.slots = int(slots)
         self.service = service or ServiceStats(self.tau.config.initial_short_service_s)

@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from sjf_core._faults import note_fault
-from sjf_core.predict._estimate import Knots, base_many, base_one, class_probs, class_probs_many, with_stated
+from sjf_core.predict._estimate import Estimate, Knots, base_many, base_one, class_probs, class_probs_many, with_stated
 from sjf_core.predict._layouts import Layout
 from sjf_core.predict._model_file import (  # noqa: F401  (re-exported: the model-file names callers use)
     DEFAULT_MODEL_FILE, META_BOUNDS, META_CALIBRATION, META_KIND, META_LAYOUT, META_SIGMA, ModelInfo,
@@ -121,13 +121,15 @@ class Predictor:
     def _from_log(self, mu: np.ndarray, texts: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Probabilities [N, 3] float32 and expected tokens [N] of regressor outputs μ [N]; with
         ``texts``, each prompt's stated size is honoured (:func:`~sjf_core.predict._estimate.with_stated`)."""
-        loc, sig, expected = base_many(mu, self.info)
+        cols = base_many(mu, self.info, self._knots)
         if texts is not None and self.read_sizes:
             for i, t in enumerate(texts):
                 size = read_size(t)
                 if size is not None:
-                    loc[i], sig[i], expected[i] = with_stated(loc[i], sig[i], expected[i], size)
-        return class_probs_many(loc, sig, self.info.bounds).astype(np.float32), expected
+                    est = with_stated(Estimate(*(float(c[i]) for c in cols)), size, self._knots)
+                    for c, v in zip(cols, est):
+                        c[i] = v
+        return class_probs_many(cols[3], cols[4]).astype(np.float32), cols[2]
 
     # ---- public API ------------------------------------------------------------------
     def predict_features(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,11 +179,11 @@ class Predictor:
             else:
                 y = self._session.run(self._outputs, {self._input: x})[0].reshape(-1)
         if self.info.kind == "regressor":  # scalar path (same numbers as predict_many)
-            loc, sig, expected = base_one(float(y[0]), self._knots)
+            est = base_one(float(y[0]), self._knots)
             if self.read_sizes:
-                loc, sig, expected = with_stated(loc, sig, expected, read_size(text))
-            ps, pm, pl = class_probs(loc, sig, self.info.bounds)
-            return _make_prediction(ps, pm, pl, expected)
+                est = with_stated(est, read_size(text), self._knots)
+            ps, pm, pl = class_probs(est)
+            return _make_prediction(ps, pm, pl, est.expected)
         ps, pm, pl = float(y[0]), float(y[1]), float(y[2])
         return _make_prediction(ps, pm, pl, ps * _TYPICAL_T[0] + pm * _TYPICAL_T[1] + pl * _TYPICAL_T[2])
 

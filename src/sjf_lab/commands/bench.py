@@ -13,6 +13,11 @@ Examples::
 
     # everything in docs/benchmarks.md (tables, plots, JSON), regenerated
     sjf bench --docs
+
+    # load and faults through a real proxy and redis-server: 3 rounds of 600 concurrent requests
+    # with clients leaving mid-answer, probe errors, a backend restart, a Redis restart, a
+    # predictor that raises (docs/operations.md "Faults under load"); exit status 1 if a guarantee broke
+    sjf bench --scenario faults --rounds 3 --requests 600
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ def add_arguments(p) -> None:
                         "backend is held --hold-s seconds (e.g. benchmarks/data/stated_burst.jsonl). app-burst: "
                         "--n-short title tasks over pasted held-out prompts + --n-long held-out chat replies "
                         "(recorded >= 800 tokens), run cold (fresh proxy) and warm (fresh proxy that first "
-                        "answered --warmup-n requests of the same apps over other prompts; docs/memory.md)")
+                        "answered --warmup-n requests of the same apps over other prompts; docs/memory.md). "
+                        "faults: load and faults through a real proxy and redis-server (alone; see its flags)")
     g.add_argument("--hold-s", type=float, default=2.0,
                    help="app-burst, held-burst: seconds the backend is held busy while the burst is submitted "
                         "(default 2)")
@@ -70,10 +76,12 @@ def add_arguments(p) -> None:
     g.add_argument("--api-key", default=None, help="bearer key for --backend, if needed")
     g.add_argument("--service-tps", type=float, default=None,
                    help="--backend with poisson/replay: its generation speed in tokens/s, for ρ = λ·E[S]")
-    g.add_argument("--tokens-per-s", type=float, default=1000.0, help="emulator: tokens/s (default 1000)")
+    g.add_argument("--tokens-per-s", type=float, default=None,
+                   help="emulator: tokens/s (default 1000; 5000 for --scenario faults)")
     g.add_argument("--first-token-s", type=float, default=0.0, help="emulator: prefill delay, s (default 0)")
     g.add_argument("--repeat", type=int, default=1, help="runs per contender, pooled, alternating order (default 1)")
 
+    _fault_arguments(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="directory for bench.json and PNG plots")
     g.add_argument("--markdown", action="store_true", help="print markdown tables")
@@ -82,6 +90,16 @@ def add_arguments(p) -> None:
                    help="run the whole documented suite and regenerate docs/benchmarks.md (see --only)")
     g.add_argument("--only", default=None,
                    help="with --docs: comma-separated sections to re-run (others are kept from docs/results/)")
+
+
+def _fault_arguments(p) -> None:
+    g = p.add_argument_group("faults (--scenario faults)")
+    g.add_argument("--rounds", type=int, default=3, help="rounds through the same proxy (default 3)")
+    g.add_argument("--requests", type=int, default=600, help="concurrent requests per round (default 600)")
+    g.add_argument("--mid-answer-frac", type=float, default=0.10,
+                   help="share of clients that leave mid-answer, timed after dispatch (default 0.10)")
+    g.add_argument("--deadline-s", type=float, default=480.0, help="bound on a round, seconds (default 480)")
+    g.add_argument("--probe-timeout-s", type=float, default=3.0, help="the plugin's SJF_PROBE_TIMEOUT_S (default 3)")
 
 
 def build_scenarios(args, rows, service) -> list:
@@ -159,6 +177,10 @@ def run(args) -> int:
         from sjf_lab.bench.suite import main as suite_main
 
         return suite_main(only=args.only, progress=not args.no_progress)
+    if args.scenario.strip() == "faults":
+        return run_fault_scenario(args)
+    if args.tokens_per_s is None:
+        args.tokens_per_s = 1000.0
     from sjf_lab.bench import report
     from sjf_lab.bench import workload as wl
     from sjf_lab.bench.backend import EmulatorBackend, ExternalBackend
@@ -204,3 +226,25 @@ def run(args) -> int:
             files += report.plot(res, args.out)
         print(f"\nwrote {args.out}/bench.json and {len(files)} plots", file=sys.stderr)
     return 0
+
+
+def run_fault_scenario(args) -> int:
+    """``--scenario faults`` (:mod:`sjf_lab.bench.faults`): prints the rounds, writes
+    ``faults.json`` to ``--out``; 1 when a guarantee broke."""
+    import json
+    from pathlib import Path
+
+    from sjf_lab.bench.faults import FaultOptions, markdown, passed, run_faults
+
+    opts = FaultOptions(requests=args.requests, rounds=args.rounds, tokens_per_s=args.tokens_per_s or 5000.0,
+                        mid_frac=args.mid_answer_frac, seed=args.seed, deadline_s=args.deadline_s,
+                        probe_timeout_s=args.probe_timeout_s)
+    result = run_faults(opts)
+    print(markdown(result))
+    print("\nprobe outcomes per round: " + "; ".join(json.dumps(f["probes"]) for f in result["rounds"]))
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "faults.json").write_text(json.dumps(result, indent=2))
+    ok = passed(result)
+    print("\nRESULT:", "PASS (0 lost, 0 hung, 0 wrong-length, 0 leaked, max in flight = slots)" if ok else "FAIL")
+    return 0 if ok else 1

@@ -1,4 +1,10 @@
-"""``sjf emulate``: run the serial backend emulator (see :mod:`sjf_lab.emulator`)."""
+"""``sjf emulate``: run the serial backend emulator (see :mod:`sjf_lab.emulator`).
+
+Answer lengths come from ``--trace``; ``--trace demo`` is the shipped demo trace (the 40
+prompts of ``sjf demo`` with their recorded answer lengths). Without a trace every prompt gets
+a length drawn from its hash, unrelated to what it asks: fine for load, meaningless for judging
+SJF order, and the command says so at start.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ HELP = "run an OpenAI-compatible serial backend emulator (answer lengths from a 
 def add_arguments(p) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8001, help="port (0 = a free port; default 8001)")
-    p.add_argument("--trace", default=None, help="JSONL trace: {prompt|sha256, answer_tokens|response_tokens[, fault]}")
+    p.add_argument("--trace", default=None,
+                   help="JSONL trace: {prompt|sha256, answer_tokens|response_tokens[, fault]}, or 'demo' (the prompts "
+                        "of `sjf demo` with their answer lengths). Without one, answer lengths are random")
     p.add_argument("--tokens-per-s", type=float, default=200.0, help="generation rate per slot, tokens/s (default 200)")
     p.add_argument("--slots", type=int, default=1, help="requests generated at once; the rest wait FIFO (default 1)")
     p.add_argument("--on-disconnect", choices=("stop", "continue", "stop-streams"), default="stop",
@@ -21,16 +29,35 @@ def add_arguments(p) -> None:
     p.add_argument("--tick-s", type=float, default=0.02, help="emission tick in seconds (default 0.02)")
     p.add_argument("--first-token-s", type=float, default=0.0, help="extra delay before the first token, seconds")
     p.add_argument("--model", default="emulator", help="model id listed by /v1/models")
+    p.add_argument("--probe-fault", choices=("500", "503", "429", "timeout"), default=None,
+                   help="what the idle probes of sjf_core get (default: a normal answer)")
+    p.add_argument("--probe-fault-at", choices=("slot", "arrival"), default="slot",
+                   help="probe fault once the probe holds its slot (default), or at once without a slot")
+    p.add_argument("--probe-fault-rate", type=float, default=1.0, help="share of probes that get the fault (1)")
+
+
+NO_TRACE_WARNING = ("sjf emulate: no --trace: every prompt gets a random answer length (drawn from its hash), "
+                    "unrelated to what it asks, so the order a scheduler picks cannot be judged by the answers. "
+                    "For an ordering trial use --trace demo (the prompts of `sjf demo` with their answer lengths) "
+                    "or a JSONL trace of your own prompts")
 
 
 def run(args) -> int:
     from sjf_lab.emulator import Emulator, EmulatorConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    trace, records = args.trace, []
+    if trace == "demo":
+        from sjf_lab.commands.demo import default_prompts
+
+        trace, records = None, [{"prompt": d.text, "answer_tokens": d.answer_tokens} for d in default_prompts()]
+    elif trace is None:
+        logging.getLogger("sjf_lab.emulator").warning(NO_TRACE_WARNING)
     try:
-        cfg = EmulatorConfig(tokens_per_s=args.tokens_per_s, slots=args.slots, trace=args.trace, seed=args.seed,
-                             on_disconnect=args.on_disconnect, tick_s=args.tick_s,
-                             first_token_s=args.first_token_s, model=args.model)
+        cfg = EmulatorConfig(tokens_per_s=args.tokens_per_s, slots=args.slots, trace=trace, seed=args.seed,
+                             on_disconnect=args.on_disconnect, tick_s=args.tick_s, trace_records=records,
+                             first_token_s=args.first_token_s, model=args.model, probe_fault=args.probe_fault,
+                             probe_fault_at=args.probe_fault_at, probe_fault_rate=args.probe_fault_rate)
         emu = Emulator(cfg)
     except (ValueError, OSError) as exc:
         print(f"sjf emulate: {exc}")

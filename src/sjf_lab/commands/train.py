@@ -64,6 +64,24 @@ def add_arguments(p) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def _read_knots(args) -> dict | None:
+    """{"calibration": knots, "spread": knots} from the --calibration / --spread JSON files (a list, or
+    a dict with "knots"); None after printing the error when a file cannot be read."""
+    knots = {}
+    for opt in ("calibration", "spread"):
+        path = getattr(args, opt)
+        if not path:
+            continue
+        try:
+            with open(path) as f:
+                k = json.load(f)
+            knots[opt] = k.get("knots", k) if isinstance(k, dict) else k
+        except (OSError, ValueError) as exc:
+            print(f"sjf train: cannot read --{opt} {path}: {exc}", file=sys.stderr)
+            return None
+    return knots
+
+
 def run(args) -> int:
     try:
         from sjf_lab.train import PRESETS, TrainConfig, train_model
@@ -120,18 +138,9 @@ def run(args) -> int:
         print("sjf train: no usable rows", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
-    knots = {}
-    for opt in ("calibration", "spread"):
-        path = getattr(args, opt)
-        if not path:
-            continue
-        try:
-            with open(path) as f:
-                k = json.load(f)
-            knots[opt] = k.get("knots", k) if isinstance(k, dict) else k
-        except (OSError, ValueError) as exc:
-            print(f"sjf train: cannot read --{opt} {path}: {exc}", file=sys.stderr)
-            return 1
+    knots = _read_knots(args)
+    if knots is None:
+        return 1
     cfg = TrainConfig(name=args.name, kind=kind, layout=layout, params=params, nthread=args.nthread,
                       balance=not args.no_balance, base=args.base,
                       source_weighting=args.source_weighting or ("none" if args.preset == "paper" else "sqrt"),

@@ -31,6 +31,7 @@ from sjf_core.policy._entry import LONG, MEDIUM, SHORT
 from sjf_core.policy._pending import HeapPending
 from sjf_core.policy.promotion import PromotionRule
 from sjf_core.policy._policies import RequestMeta, make_policy
+from sjf_lab.sim.policies import policy_of
 from sjf_lab.sim.engine import simulate
 from sjf_lab.sim.noise import PredictorModel, measured_ranking_accuracy
 from sjf_lab.sim.pool_experiments import pool_comparison, pool_markdown
@@ -115,7 +116,7 @@ class Bench:
         preds = self.predictions(pm)
         per: dict[str, list[float]] = {}
         for s, wl in enumerate(self.wls):
-            pol = make_policy(policy, **policy_kw)
+            pol = policy_of(policy, **policy_kw)
             if pending_factory is not None:
                 pol.new_pending = pending_factory
             r = simulate(wl, preds[s], pol, slots=self.slots, warmup=warmup, warmup_speedup=warmup_speedup)

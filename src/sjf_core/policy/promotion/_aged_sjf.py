@@ -45,3 +45,6 @@ class AgedSJF(PromotionRule):
     def clear(self) -> None:
         self._ages.clear()
         self._aged.clear()
+
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return self._tau_points()

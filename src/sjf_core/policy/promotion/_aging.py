@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import PromotionRule, check
 
 #: Default aging horizon, in multiples of τ: a Long that has waited ``horizon × τ`` ties with a fresh Short.
-DEFAULT_AGING_HORIZON = 8.0
+DEFAULT_AGING_HORIZON = PromotionSettings.horizon
 
 
 class Aging(PromotionRule):

@@ -15,7 +15,8 @@ tokens on the served-work clock :attr:`PendingView.served_work`):
 * ``clear()``: the structure emptied; ``wire() -> dict``: the rule's parameters for the
   Redis store (:data:`WIRE_DEFAULTS` keys);
 * optional: ``observed(entry)`` (a dispatched entry finished), ``rescored(entry)`` (a
-  running entry dispatched unscored got its prediction), ``backlog_s(now)`` (seconds).
+  running entry dispatched unscored got its prediction), ``backlog_s(now)`` (seconds);
+  ``due_points()`` (read-only, for status pages: when each waiter becomes due).
 
 :class:`PromotionRule` gives the no-op defaults; each rule overrides what it needs and
 validates its own parameters (``ValueError`` naming the parameter and the rule).
@@ -27,6 +28,7 @@ import heapq
 import math
 from typing import Any, Protocol
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
@@ -42,8 +44,10 @@ TOKEN_KEY_SPAN = 1040.0
 #: Parameters of every rule as the Redis store's scripts take them; a rule's :meth:`wire`
 #: overrides its own, the others keep these (unused) values. The rule's name is the
 #: ``promotion`` field of every :meth:`wire`, never a default.
-WIRE_DEFAULTS: dict[str, Any] = {"k": 1, "key_span": 1.0, "horizon": 8.0, "slack": 0.0,
-                                 "floor": 1.0, "slowdown": 8.0, "work_slack": 0.2, "max_wait_s": None}
+WIRE_DEFAULTS: dict[str, Any] = {"k": 1, "key_span": 1.0, "horizon": PromotionSettings.horizon,
+                                 "slack": PromotionSettings.slack, "floor": PromotionSettings.floor,
+                                 "slowdown": PromotionSettings.slowdown, "work_slack": PromotionSettings.work_slack,
+                                 "max_wait_s": None}
 
 
 def work_tokens(entry: Entry) -> float:
@@ -131,6 +135,8 @@ class PromotionRule:
     """Base of the rules: no-op hooks, the policy order unchanged, nothing ever due."""
 
     name = "none"
+    #: whether the rule reads τ's value (the served-work rules use τ only as their off switch)
+    uses_tau = True
 
     def __init__(self):
         self.q: PendingView | None = None
@@ -168,6 +174,20 @@ class PromotionRule:
     def backlog_s(self, now: float) -> float:
         """Estimated unfinished work per slot (seconds); only "fcfs-bound" keeps it."""
         return 0.0
+
+    def due_points(self) -> dict[int, dict[str, float]]:
+        """When each live waiter becomes due under this rule, by ``seq``: ``{"work": W}``
+        (due once the served-work clock reaches W tokens) and/or ``{"time": t}`` (due at
+        ``t`` seconds on the queue clock). A waiter without a point (a rule with no
+        threshold, τ off) is absent. Read-only, O(n); for status pages, never the hot path."""
+        return {}
+
+    def _tau_points(self) -> dict[int, dict[str, float]]:
+        """``arrival + τ`` of every live waiter (the τ-threshold rules), {} with τ off."""
+        tau_s = self.q.tau.tau_s if self.q is not None else math.inf
+        if math.isinf(tau_s):
+            return {}
+        return {e.seq: {"time": e.arrival + tau_s} for e in self.q.live_entries()}
 
     def wire(self) -> dict[str, Any]:
         return dict(WIRE_DEFAULTS, promotion=self.name)

@@ -16,13 +16,14 @@ import heapq
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._backlog import Backlog
 from sjf_core.policy.promotion._base import PromotionRule, band_top, check
 
 #: Defaults (chosen with ``sjf simulate --scenario variants``).
-DEFAULT_FCFS_SLACK = 0.0
-DEFAULT_FCFS_FLOOR = 1.0
+DEFAULT_FCFS_SLACK = PromotionSettings.slack
+DEFAULT_FCFS_FLOOR = PromotionSettings.floor
 
 
 class FCFSBound(PromotionRule):
@@ -80,6 +81,9 @@ class FCFSBound(PromotionRule):
 
     def rescored(self, entry: Entry) -> None:
         self.backlog.rescored(entry, self.q.service.expected_s(entry.klass, entry.expected_tokens))
+
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return {e.seq: {"time": b} for _, b, _, e in self._bounds if not e.removed}
 
     def wire(self) -> dict[str, Any]:
         return dict(super().wire(), slack=self.slack, floor=self.floor, max_wait_s=self.cap_s)

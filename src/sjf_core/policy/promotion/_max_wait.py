@@ -63,6 +63,14 @@ class MaxWait(PromotionRule):
     def backlog_s(self, now: float) -> float:
         return self.inner.backlog_s(now)
 
+    def due_points(self) -> dict[int, dict[str, float]]:
+        points = self.inner.due_points()
+        for _, t, _, e in self._bounds:
+            if not e.removed:
+                p = points.setdefault(e.seq, {})
+                p["time"] = min(t, p.get("time", t))
+        return points
+
     def __getattr__(self, name: str) -> Any:  # the wrapped rule's parameters (k, slowdown, ...)
         if name == "inner":
             raise AttributeError(name)

@@ -1,22 +1,25 @@
-"""Promotion rules by name: :func:`make_promotion` builds a fresh strategy for one pending
-structure from the policy's options.
+"""Promotion rules by name: :func:`make_promotion` / :func:`build_rule` build one fresh
+strategy for one pending structure from :class:`~sjf_core.config.PromotionSettings`.
 
-Every option passed is validated by the rule that owns it, whichever rule is chosen (a bad
-``horizon`` is an error even under "work-bound"), so a typo never passes silently.
+The settings are checked once, when made (:func:`check_settings`): every option by the rule
+that owns it, whichever rule is chosen (a bad ``horizon`` is an error even under
+"work-bound"), so a typo never passes silently.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
+from sjf_core.config import DEFAULT_PROMOTION, PromotionSettings
 from sjf_core.policy.promotion._aged_sjf import AgedSJF
-from sjf_core.policy.promotion._aging import DEFAULT_AGING_HORIZON, Aging
+from sjf_core.policy.promotion._aging import Aging
 from sjf_core.policy.promotion._base import PromotionRule, check
-from sjf_core.policy.promotion._fcfs_bound import DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, FCFSBound
+from sjf_core.policy.promotion._fcfs_bound import FCFSBound
 from sjf_core.policy.promotion._max_wait import MaxWait
 from sjf_core.policy.promotion._threshold import OneInK, Strict
-from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN, WorkAging
-from sjf_core.policy.promotion._work_bound import DEFAULT_WORK_SLACK, WorkBound
+from sjf_core.policy.promotion._work_aging import WorkAging
+from sjf_core.policy.promotion._work_bound import WorkBound
 
 #: Promotion rules of the starvation guard, by name.
 RULES: dict[str, type[PromotionRule]] = {
@@ -43,30 +46,67 @@ def with_max_wait(rule: PromotionRule, max_wait_s: float | None) -> PromotionRul
     return MaxWait(rule, max_wait_s)
 
 
-def make_promotion(name: str | None = None, *, k: int = 2, key_span: float = 1.0,
-                   horizon: float = DEFAULT_AGING_HORIZON, slack: float = DEFAULT_FCFS_SLACK,
-                   floor: float = DEFAULT_FCFS_FLOOR, slowdown: float = DEFAULT_SLOWDOWN,
-                   work_slack: float = DEFAULT_WORK_SLACK, max_wait_s: float | None = None) -> PromotionRule:
-    """A fresh strategy of rule ``name`` (one of :data:`PROMOTIONS`; None:
-    :data:`sjf_core.config.DEFAULT_PROMOTION`), with ``max_wait_s``.
+@functools.lru_cache(maxsize=256)
+def check_settings(s: PromotionSettings) -> None:
+    """Check every parameter of ``s`` by the rule that owns it, whichever rule is chosen (what
+    :class:`~sjf_core.config.PromotionSettings` runs when it is made; once per distinct value).
+
+    Raises:
+        ValueError: an unknown rule or a parameter out of its range (named in the message).
+    """
+    if s.rule is not None and s.rule not in RULES:
+        raise ValueError(f"promotion must be one of {PROMOTIONS}, got {s.rule!r}")
+    for name in RULES:  # each rule checks its own parameters (cheap: empty structures)
+        _rule(name, s, 1.0)
+    if s.max_wait_s is not None:
+        check(s.rule or DEFAULT_PROMOTION, "max_wait_s", s.max_wait_s, strict=True, finite=False)
+
+
+def make_promotion(name: "str | PromotionSettings | None" = None, *, key_span: float = 1.0,
+                   k: int | None = None, horizon: float | None = None, slack: float | None = None,
+                   floor: float | None = None, slowdown: float | None = None, work_slack: float | None = None,
+                   max_wait_s: float | None = None) -> PromotionRule:
+    """A fresh strategy for one pending structure.
 
     Args:
-        k: "one-in-k" (int >= 1). key_span: "aging" / "work-aging" key units (> 0).
-        horizon: "aging" (> 0, multiples of τ). slack, floor: "fcfs-bound" (>= 0).
-        slowdown, work_slack: "work-aging" / "work-bound" (> 0, >= 0).
-        max_wait_s: absolute wait bound in seconds (> 0) for any rule, or None.
+        name: a rule name (one of :data:`PROMOTIONS`; None:
+            :data:`sjf_core.config.DEFAULT_PROMOTION`) with the rule parameters given here
+            (None: the defaults of :class:`~sjf_core.config.PromotionSettings`, which checks
+            them all), or checked :class:`~sjf_core.config.PromotionSettings` (then nothing
+            else is given and nothing is checked again).
+        key_span: "aging" / "work-aging" key units of the policy (> 0).
 
     Raises:
         ValueError: unknown rule, or any option out of its range (named in the message).
     """
-    if name is None:
-        from sjf_core.config import DEFAULT_PROMOTION  # config imports the policy layer: not at import time
+    given = {k_: v for k_, v in (("k", k), ("horizon", horizon), ("slack", slack), ("floor", floor),
+                                 ("slowdown", slowdown), ("work_slack", work_slack), ("max_wait_s", max_wait_s))
+             if v is not None}
+    if isinstance(name, PromotionSettings):
+        if given:
+            raise ValueError(f"rule options {sorted(given)} go into the PromotionSettings, not beside them")
+        settings = name
+    else:
+        settings = PromotionSettings(rule=name, **given)
+    check("aging", "key_span", key_span, strict=True)  # the key-based rules' own unit, checked whichever is chosen
+    return build_rule(settings.rule or DEFAULT_PROMOTION, settings, key_span)
 
-        name = DEFAULT_PROMOTION
-    if name not in RULES:
-        raise ValueError(f"promotion must be one of {PROMOTIONS}, got {name!r}")
-    # every rule is built, so each validates its own options (cheap: empty heaps)
-    built = {"strict": Strict(), "one-in-k": OneInK(k), "aging": Aging(key_span, horizon), "aged-sjf": AgedSJF(),
-             "fcfs-bound": FCFSBound(slack, floor), "work-aging": WorkAging(key_span, slowdown),
-             "work-bound": WorkBound(slowdown, work_slack)}
-    return with_max_wait(built[name], max_wait_s)
+
+def build_rule(rule: str, s: PromotionSettings, key_span: float = 1.0) -> PromotionRule:
+    """The strategy of ``rule`` with the parameters of ``s`` (checked already) and its
+    ``max_wait_s``: one object, built once for one pending structure."""
+    return with_max_wait(_rule(rule, s, key_span), s.max_wait_s)
+
+
+def _rule(name: str, s: PromotionSettings, key_span: float) -> PromotionRule:
+    if name == "one-in-k":
+        return OneInK(s.k)
+    if name == "aging":
+        return Aging(key_span, s.horizon)
+    if name == "fcfs-bound":
+        return FCFSBound(s.slack, s.floor)
+    if name == "work-aging":
+        return WorkAging(key_span, s.slowdown)
+    if name == "work-bound":
+        return WorkBound(s.slowdown, s.work_slack)
+    return RULES[name]()  # "strict", "aged-sjf": no parameters

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._age_index import AgeIndex
 from sjf_core.policy.promotion._base import PromotionRule
@@ -26,7 +27,7 @@ class OneInK(PromotionRule):
 
     name = "one-in-k"
 
-    def __init__(self, k: int = 2):
+    def __init__(self, k: int = PromotionSettings.k):
         super().__init__()
         try:
             k = int(k)
@@ -57,6 +58,9 @@ class OneInK(PromotionRule):
 
     def clear(self) -> None:
         self._ages.clear()
+
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return self._tau_points()
 
     def wire(self) -> dict[str, Any]:
         return dict(super().wire(), k=self.k)

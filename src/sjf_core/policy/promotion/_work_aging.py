@@ -13,17 +13,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import TOKEN_KEY_SPAN, PromotionRule, check
 
 #: Default ``slowdown`` of the served-work rules (``sjf simulate --scenario guard``).
-DEFAULT_SLOWDOWN = 8.0
+DEFAULT_SLOWDOWN = PromotionSettings.slowdown
 
 
 class WorkAging(PromotionRule):
     """Served-work-credited key (module docstring). Raises ValueError: bad key_span or slowdown."""
 
     name = "work-aging"
+    uses_tau = False
 
     def __init__(self, key_span: float = 1.0, slowdown: float = DEFAULT_SLOWDOWN):
         super().__init__()

@@ -15,12 +15,13 @@ import heapq
 import math
 from typing import Any
 
+from sjf_core.config import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import PromotionRule, band_top, check, compact
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN
 
 #: Default ``work_slack`` (``sjf simulate --scenario guard``, docs/scheduling.md).
-DEFAULT_WORK_SLACK = 0.2
+DEFAULT_WORK_SLACK = PromotionSettings.work_slack
 
 
 class WorkBound(PromotionRule):
@@ -31,6 +32,7 @@ class WorkBound(PromotionRule):
     """
 
     name = "work-bound"
+    uses_tau = False
 
     def __init__(self, slowdown: float = DEFAULT_SLOWDOWN, work_slack: float = DEFAULT_WORK_SLACK):
         super().__init__()
@@ -77,6 +79,9 @@ class WorkBound(PromotionRule):
         self._bounds.clear()
         self._waiting = 0.0
         self._batch = 0.0
+
+    def due_points(self) -> dict[int, dict[str, float]]:
+        return {e.seq: {"work": b} for _, b, _, e in self._bounds if not e.removed}
 
     def wire(self) -> dict[str, Any]:
         return dict(super().wire(), slowdown=self.slowdown, work_slack=self.work_slack)

@@ -1,0 +1,221 @@
+"""What an operator sees of the plugin on a LiteLLM proxy: ``GET /sjf/status`` and the page
+``/sjf/`` on the proxy's own port, and the proxy's log.
+
+A real proxy with the README's one-line config and no ``SJF_*`` setting, the serial
+emulator behind it, the real openai SDK as client; the page is loaded in a real headless
+Chromium (Debian's, driven by Playwright). The backend is held busy by one request while 7
+more queue, so that the status and the page can be read with a queue in place. Every prompt
+carries a canary: neither the JSON nor the page may show it (DESIGN.md invariant 6). A
+superseded request (409, ``x-sjf-supersede``) must not be logged by LiteLLM at ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from sjf_lab.emulator import EmulatorThread, short_hash
+from sjf_lab.proxy_runner import PLUGIN_CALLBACK, LiteLLMProxy
+from waits import wait_until
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CANARY = f"OKAPI-CANARY-{uuid.uuid4().hex}"
+HOLD = f"Hold the backend, please ({CANARY})."
+BURST = [f"{q} ({CANARY})" for q in (
+    "What is the capital of France?",
+    "Define entropy in one sentence.",
+    "Explain how a hash table handles collisions.",
+    "Summarize the causes of the First World War in a few paragraphs.",
+    "Write a detailed tutorial on building a web scraper in Python with complete code.",
+    "Write a long short story of at least 2000 words about a lighthouse keeper.",
+    "Who wrote Pride and Prejudice?",
+)]
+# true answer lengths the scheduler never sees: Short ones and two Long ones (>= 800 tokens)
+ANSWERS = [30, 40, 120, 300, 900, 1200, 25]
+KEYSTROKES = [f"def fib(n): return fib(n - 1) + fib(n - {i})  # {CANARY}" for i in (1, 2)]
+TRACE = [{"prompt": HOLD, "answer_tokens": 5, "fault": "hold"}] + [
+    {"prompt": p, "answer_tokens": n} for p, n in zip(BURST, ANSWERS)] + [
+    {"prompt": k, "answer_tokens": 8} for k in KEYSTROKES]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "sjf-status-page.png"
+
+
+def readme_config(api_base: str) -> dict:
+    """The README's LiteLLM config: one model, the one callback line, cancel_on_disconnect."""
+    return {"model_list": [{"model_name": "local",
+                            "litellm_params": {"model": "openai/local", "api_base": api_base, "api_key": "none"}}],
+            "litellm_settings": {"callbacks": [PLUGIN_CALLBACK]},
+            "general_settings": {"cancel_on_disconnect": True}}
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    emu = EmulatorThread(tokens_per_s=2000, slots=1, trace_records=TRACE)
+    p = None
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith("SJF_")]:
+            mp.delenv(name)  # no SJF_* setting at all: the defaults, as a new user has them
+        try:
+            p = LiteLLMProxy(readme_config(emu.base_url)).start()
+            yield p, emu
+        finally:
+            if p is not None:
+                p.stop()
+            emu.stop()
+
+
+def _get(p: LiteLLMProxy, path: str, key: str | None = None, basic: str | None = None) -> httpx.Response:
+    headers = {}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    if basic is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"ops:{basic}".encode()).decode()
+    return httpx.get(p.base_url + path, headers=headers, timeout=30)
+
+
+async def _chat(p: LiteLLMProxy, prompt: str, **kw) -> int:
+    async with openai.AsyncOpenAI(base_url=p.openai_base_url, api_key=p.master_key, max_retries=0, timeout=120) as c:
+        r = await c.chat.completions.create(model="local", messages=[{"role": "user", "content": prompt}], **kw)
+        return r.usage.completion_tokens
+
+
+async def _queue_burst(p: LiteLLMProxy, emu: EmulatorThread) -> list[asyncio.Task]:
+    """Hold the backend with one request, then queue the 7 of the burst behind it."""
+    tasks = [asyncio.create_task(_chat(p, HOLD))]
+    await wait_until(lambda: emu.stats()["held"] == 1, timeout=120)
+    tasks += [asyncio.create_task(_chat(p, q)) for q in BURST]
+    return tasks
+
+
+def _backend(doc: dict, emu: EmulatorThread) -> dict:
+    return doc["backends"].get(emu.base_url, {"waiting": 0, "in_flight": 0})
+
+
+async def test_status_and_page_on_the_proxy_port_answer_with_the_key_only(proxy):
+    p, emu = proxy
+    tasks = await _queue_burst(p, emu)
+    try:
+        await wait_until(lambda: _backend(_get(p, "/sjf/status", p.master_key).json(), emu)["waiting"] == 7, 60)
+        r = _get(p, "/sjf/status", p.master_key)
+        assert r.status_code == 200, r.text
+        doc, text = r.json(), r.text
+        b = _backend(doc, emu)
+        assert (b["waiting"], b["in_flight"]) == (7, 1)
+        q = b["queue"]
+        assert q["store"] == "local" and len(q["waiters"]) == 7 and len(q["running"]) == 1
+        for w in q["waiters"]:
+            assert w["class"] in ("short", "medium", "long") and w["expected_tokens"] > 0
+            assert w["waited_s"] >= 0 and w["priority"] == 0 and w["tenant"]  # fairness "key": a hashed id
+            assert w["due_in_tokens"] > 0  # the default guard, work-bound: served work still to go
+        keys = [w["expected_tokens"] for w in q["waiters"]]
+        assert keys == sorted(keys), "waiters are listed in dispatch (SJF) order"
+        assert doc["settings"]["promotion"] == "work-bound" and doc["settings"]["tau_used"] is False
+        page = _get(p, "/sjf/", p.master_key)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert _get(p, "/sjf/status", basic=p.master_key).status_code == 200  # what a browser sends
+        for path in ("/sjf/status", "/sjf/"):
+            assert _get(p, path).status_code in (401, 403), path
+        # a wrong key: LiteLLM's own answer, 400 "No connected db." without a database (as on
+        # its own routes); the page turns it into 401 so that a browser asks again
+        assert _get(p, "/sjf/status", "sk-not-the-key").status_code in (400, 401, 403)
+        assert _get(p, "/sjf/", "sk-not-the-key").status_code == 401
+        assert _get(p, "/sjf/", basic="sk-not-the-key").status_code == 401
+        assert "basic" in _get(p, "/sjf/").headers.get("www-authenticate", "").lower()  # the browser asks
+        assert CANARY not in text and CANARY[-12:] not in text and CANARY not in page.text
+    finally:
+        emu.release_holds()
+        done = await asyncio.gather(*tasks)
+    assert done == [5, *ANSWERS]
+    doc = _get(p, "/sjf/status", p.master_key).json()
+    assert _backend(doc, emu)["waiting"] == 0
+    recent = [r for r in doc["recent"] if r["answer_tokens"] in ANSWERS]
+    assert len(recent) >= 7 and all(r["expected_tokens"] is not None and r["true_class"] for r in recent)
+    assert CANARY[-12:] not in str(doc)
+
+
+def _browser_available() -> bool:
+    return shutil.which(CHROMIUM) is not None
+
+
+async def test_page_in_a_headless_browser_updates_while_a_burst_is_queued(proxy, tmp_path):
+    from playwright.async_api import async_playwright
+
+    assert _browser_available(), f"{CHROMIUM} (Debian's chromium package) is needed for the page test"
+    p, emu = proxy
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            anon = await browser.new_context()  # no credentials: refused (a navigation would stop at the prompt)
+            r = await anon.request.get(p.base_url + "/sjf/")
+            assert r.status == 401 and "basic" in r.headers.get("www-authenticate", "").lower()
+            # a browser's own login: HTTP Basic, any user name, the master key as the password
+            ctx = await browser.new_context(http_credentials={"username": "ops", "password": p.master_key},
+                                            viewport={"width": 1280, "height": 900})
+            page = await ctx.new_page()
+            r = await page.goto(p.base_url + "/sjf/")
+            assert r.status == 200
+            await page.wait_for_function("document.getElementById('summary').textContent.includes('updated')")
+            waiter_rows = "section[data-backend] table.waiters tr"
+            tasks = await _queue_burst(p, emu)
+            try:
+                # the page polls: it shows the queue once the 7 wait (header row + 7)
+                await page.wait_for_function(f"document.querySelectorAll('{waiter_rows}').length === 8",
+                                             timeout=60_000)
+                classes = await page.locator(f"{waiter_rows} td:nth-child(3)").all_inner_texts()
+                assert len(classes) == 7 and set(classes) <= {"short", "medium", "long"}
+                html = await page.content()
+                assert CANARY not in html and CANARY[-12:] not in html
+                shot = tmp_path / "sjf-status-page.png"
+                await page.screenshot(path=str(shot), full_page=True)
+                if os.environ.get("SAVE_STATUS_SCREENSHOT"):  # refresh the one in docs/img
+                    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(shot, SCREENSHOT)
+            finally:
+                emu.release_holds()
+                await asyncio.gather(*tasks)
+            # the next polls show the queue drained: one row saying "none"
+            await page.wait_for_function(f"[...document.querySelectorAll('{waiter_rows}')].length === 2 && "
+                                         f"document.querySelector('{waiter_rows}:last-child').textContent === 'none'",
+                                         timeout=60_000)
+            recent = await page.locator("#recent tr").count()
+            assert recent >= 8  # header + the completions, predicted vs actual
+            assert CANARY[-12:] not in await page.content()
+        finally:
+            await browser.close()
+
+
+async def test_a_superseded_request_gets_409_is_never_sent_and_is_not_logged_at_error(proxy):
+    """With the README's config LiteLLM's router retries a 409 (its default num_retries): the
+    retry must get the 409 again, not reach the backend around the queue. And LiteLLM logs
+    every failed request at ERROR but a client's disconnect; the plugin's filter turns the
+    record of its own 409 into INFO (off at the proxy's default level)."""
+    p, emu = proxy
+    emu.reset()
+    hold = asyncio.create_task(_chat(p, HOLD))
+    await wait_until(lambda: emu.stats()["held"] == 1, timeout=120)
+    supersede = {"extra_headers": {"x-sjf-supersede": "buffer-1"}}
+    first = asyncio.create_task(_chat(p, KEYSTROKES[0], **supersede))
+    await wait_until(lambda: _backend(_get(p, "/sjf/status", p.master_key).json(), emu)["waiting"] == 1, 60)
+    second = asyncio.create_task(_chat(p, KEYSTROKES[1], **supersede))
+    with pytest.raises(openai.ConflictError):
+        await first
+    emu.release_holds()
+    assert await asyncio.gather(hold, second) == [5, 8]
+    assert _get(p, "/sjf/status", p.master_key).json()["counters"]["superseded_409"] == 1
+    st = emu.stats()
+    assert [o["hash"] for o in st["order"]] == [short_hash(HOLD), short_hash(KEYSTROKES[1])]  # never sent
+    assert st["max_in_flight"] == 1
+    log = p.log_text()
+    assert "superseded" not in log.lower(), [ln for ln in log.splitlines() if "uperseded" in ln]
+    assert CANARY not in log
