@@ -161,6 +161,7 @@ def redis_enqueued(proxy, emus) -> int:
     when the pool is off), from Redis's own counters."""
     from sjf_core._scheduler import backend_key
     from sjf_core.admission._redis import RedisAdmissionQueue
+    from sjf_core.config import RedisSettings
 
     keys = sorted(backend_key(e.base_url) for e in emus)
     names = keys if proxy.pool_off else ["pool:" + "+".join(keys)]
@@ -168,7 +169,7 @@ def redis_enqueued(proxy, emus) -> int:
     async def count() -> int:
         total = 0
         for name in names:
-            q = RedisAdmissionQueue(proxy.redis[0], name=name, prefix=proxy.redis[1])
+            q = RedisAdmissionQueue(proxy.redis[0], name=name, options=RedisSettings(prefix=proxy.redis[1]))
             try:
                 total += (await q.snapshot())["enqueued"]
             finally:

@@ -182,12 +182,13 @@ async def test_three_workers_in_redis_mode_share_one_pool_and_one_slot_per_backe
 
     from sjf_core._scheduler import backend_key
     from sjf_core.admission._redis import RedisAdmissionQueue
+    from sjf_core.config import RedisSettings
 
     prefix = "poolproxy-" + uuid.uuid4().hex[:8]
     emus = {n: EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="stop", trace_records=TRACE) for n in "ab"}
     proxy = LiteLLMProxy(_config(emus), num_workers=3, startup_timeout_s=600,
                          env={"SJF_REDIS_URL": redis_url, "SJF_REDIS_PREFIX": prefix, "SJF_TAU": "off"})
-    shared = RedisAdmissionQueue(redis_url, prefix=prefix,
+    shared = RedisAdmissionQueue(redis_url, options=RedisSettings(prefix=prefix),
                                  name="pool:" + "+".join(sorted(backend_key(e.base_url) for e in emus.values())))
     try:
         await proxy.astart()
