@@ -216,3 +216,29 @@ def test_a_down_member_comes_back_when_its_health_check_passes(monkeypatch):
         assert member.healthy and answers == [] and member.status()["down_reason"] == ""
 
     asyncio.run(main())
+
+
+def test_a_slot_held_through_the_last_resort_gate_is_not_handed_to_the_pool():
+    """A's only unit is held by a gated request (its ledger, not its queue, shows it): the pool
+    must not hand A to its waiter, which then goes to B when B frees."""
+    async def main():
+        s = sched()
+        pool = s.pool([A, B])
+        s.queue(A)  # the queue (and so the pool member) exists; its ledger is the gate's
+        gated = s.last_resort.ticket(A)
+        await gated.acquire()
+        hold_b = s.queue(B).ticket(None)
+        await hold_b.acquire()
+        order: list = []
+        waiter = admit(s, pool, 10, order)
+        await settle()
+        assert order == [] and pool.members[0].free() == 0
+        hold_b.release(1)
+        await settle()
+        assert order == [(10, pool.members[1].key)] and waiter.result().running
+        assert s.queue(A).waiting == 0  # nobody was left queued behind the gated request
+        gated.release(None)
+        waiter.result().release(5)
+        await settle()
+
+    asyncio.run(main())
