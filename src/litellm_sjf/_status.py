@@ -14,7 +14,8 @@
   class, waited, band, tenant, when the guard promotes each:
   :meth:`sjf_core.AdmissionQueue.view`), ``recent`` completions (predicted vs
   actual) and ``accuracy_history`` (:class:`litellm_sjf._recorder.OpsRecorder`),
-  ``generated_at`` (Unix time).
+  ``generated_at`` (Unix time); its floats rounded for reading (:func:`rounded`: tokens to
+  0.1, the rest to 0.001).
 * :func:`start_status_server` serves the live status as JSON at
   ``http://127.0.0.1:PORT/sjf/status`` (``SJF_STATUS_PORT``) from a daemon thread with the
   standard library's HTTP server, computing it on the proxy's loop; None if the port is
@@ -128,7 +129,20 @@ async def live_status(handler: Any, limit: int = 100) -> dict:
     doc["recent"] = handler.recorder.recent()
     doc["accuracy_history"] = handler.recorder.accuracy_history()
     doc["generated_at"] = time.time()
-    return doc
+    return rounded(doc)
+
+
+def rounded(x: Any, key: str = "") -> Any:
+    """``x`` with its floats rounded for people to read: token counts (keys ending in
+    ``_tokens``, ``served_work``) to 0.1, everything else (seconds, rates, accuracies, Unix
+    times) to 0.001. The order of equal-rounded values is not the point of the view."""
+    if isinstance(x, float):
+        return round(x, 1 if key.endswith("_tokens") or key == "served_work" else 3) if math.isfinite(x) else x
+    if isinstance(x, dict):
+        return {k: rounded(v, str(k)) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [rounded(v, key) for v in x]
+    return x
 
 
 def status_from_thread(handler: Any, timeout_s: float = 5.0) -> dict:

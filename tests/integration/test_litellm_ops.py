@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -120,6 +121,8 @@ async def test_status_and_page_on_the_proxy_port_answer_with_the_key_only(proxy)
             assert w["due_in_tokens"] > 0  # the default guard, work-bound: served work still to go
         keys = [w["expected_tokens"] for w in q["waiters"]]
         assert keys == sorted(keys), "waiters are listed in dispatch (SJF) order"
+        assert all(k == round(k, 1) for k in keys), keys  # rounded for reading: no 146.65453422347304
+        assert not re.search(r"\d\.\d{4,}", text), re.findall(r"\S{0,30}\d\.\d{4,}", text)[:5]
         assert doc["settings"]["promotion"] == "work-bound" and doc["settings"]["tau_used"] is False
         page = _get(p, "/sjf/", p.master_key)
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
