@@ -2,9 +2,13 @@
 ``SJF_STATUS_PORT`` server.
 
 * :func:`handler_status` assembles ``SJFHandler.status()`` (synchronous, counters): ``{"backends":
-  {key: {"slots", "in_flight", "waiting", "tau_s", "tau_used", "stats", "promotion",
+  {key: {"slots", "in_flight", "waiting", "store", "tau_s", "tau_used", "stats", "promotion",
   "slowdown"[, "tenants"]}}, "tracked_calls", "draining", "tokens_per_s", "counters",
   "probes", "memory", "last_resort", "settings"}`` — numbers, names and hashes, never prompt text.
+  ``counters`` are the plugin's (:class:`litellm_sjf._stats.HandlerStats`) plus
+  ``store_fail_open``: requests the Redis store admitted through its per-process queue while
+  Redis was unreachable (its queues' ``stats.failopen``); each backend's ``store`` says
+  "local", "redis" or "redis unreachable (fail-open)" / "(fail-closed)".
   ``promotion`` / ``slowdown`` per backend are the rule its queue's policy runs (None if
   unknown); ``tau_used`` says whether that rule reads τ (the served-work rules, the default
   among them, use τ only as their off switch); ``settings`` holds the effective values
@@ -76,7 +80,7 @@ def _queue_status(q: Any) -> dict:
     tau = q.tau_s
     policy = getattr(q, "policy", None)
     slowdown = getattr(policy, "slowdown", None)
-    out = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting,
+    out = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting, "store": _store_state(q),
            "tau_s": None if math.isinf(tau) else tau, "tau_used": _tau_used(_promotion_name(policy)), "stats": stats,
            "promotion": _promotion_name(policy),
            "slowdown": float(slowdown) if isinstance(slowdown, (int, float)) else None}
@@ -88,6 +92,15 @@ def _queue_status(q: Any) -> dict:
     if tenants is not None:
         out["tenants"] = tenants
     return out
+
+
+def _store_state(q: Any) -> str:
+    """"local", "redis", or "redis unreachable (fail-open)" / "(fail-closed)" while it is down."""
+    if not hasattr(q, "degraded"):
+        return "local"
+    if not q.degraded:
+        return "redis"
+    return f"redis unreachable (fail-{getattr(q, 'fail_mode', 'open')})"
 
 
 def _last_resort_status(scheduler: Any) -> dict:
@@ -105,8 +118,12 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     tracked, draining = calls.snapshot()
     probes = {k: v for k, v in probe_stats().items() if k in backends}
     s = settings
+    counters = stats.as_dict()
+    # the Redis store's own fail-open (Redis unreachable: admitted through the per-process queue)
+    counters["store_fail_open"] = sum(int(getattr(q.stats, "failopen", 0)) for q in
+                                      (scheduler.queues.values() if scheduler is not None else ()))
     return {"backends": backends, "tracked_calls": tracked, "draining": draining,
-            "tokens_per_s": rates.as_dict(), "counters": stats.as_dict(), "probes": probes,
+            "tokens_per_s": rates.as_dict(), "counters": counters, "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
             "last_resort": _last_resort_status(scheduler),
             "settings": _effective_settings(s)}
