@@ -15,8 +15,12 @@ latencies count from that moment. Contenders (``--rows``):
 
 Columns: short P50, short P95, long P95 (end to end from the release), served per backend,
 backend idle while a request waited (:func:`sjf_lab.bench.pool.idle_while_waiting`, summed over
-backends), max in flight per backend (counted by each emulator). ``--reps`` bursts per
-contender on the same proxy; latencies pooled, idle and max in flight worst over bursts.
+backends: raw, and without each backend's own hand-offs, i.e. with no request on its way to
+it), the hand-off gap (a backend's request ended → its next one started: the proxy's
+per-request latency) median / max, max in flight per backend (counted by each emulator).
+``--reps`` bursts per contender on the same proxy; latencies pooled, idle and max in flight
+worst over bursts. The burst is released once the plugin's status (or, without the plugin,
+the emulators' FIFOs) holds all of it, plus ``--settle-s``.
 
 ``--kill`` (two backends): backend 0 runs as a separate ``sjf emulate`` process killed with
 SIGKILL once a quarter of the burst is served: 0 lost, the survivor serves the rest, max in
@@ -136,18 +140,83 @@ def row_env(row: str, trace: str) -> dict:
     return {}
 
 
-async def one_burst(proxy, emus, jobs, label: str, settle_s: float, kill_after: int | None):
+def members_back(proxy, timeout_s: float = 60.0) -> None:
+    """--kill: before the next burst, wait until the pool has the revived backend back."""
+    import urllib.request
+
+    port, end = getattr(proxy, "status_port", None), time.monotonic() + timeout_s
+    while port is not None and time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/sjf/status", timeout=5) as r:
+                pools = json.loads(r.read()).get("pools", [])
+            if all(m["healthy"] for p in pools for m in p["members"]):
+                return
+        except Exception:
+            pass
+        time.sleep(0.2)
+
+
+def redis_enqueued(proxy, emus) -> int:
+    """Redis mode: requests that entered the shared queues so far (the pool's, or the backends'
+    when the pool is off), from Redis's own counters."""
+    from sjf_core._scheduler import backend_key
+    from sjf_core.admission._redis import RedisAdmissionQueue
+    from sjf_core.config import RedisSettings
+
+    keys = sorted(backend_key(e.base_url) for e in emus)
+    names = keys if proxy.pool_off else ["pool:" + "+".join(keys)]
+
+    async def count() -> int:
+        total = 0
+        for name in names:
+            q = RedisAdmissionQueue(proxy.redis[0], name=name, options=RedisSettings(prefix=proxy.redis[1]))
+            try:
+                total += (await q.snapshot())["enqueued"]
+            finally:
+                await q.aclose()
+        return total
+
+    return asyncio.run(count())
+
+
+def queued(proxy, emus) -> int:
+    """Requests of the burst queued so far: in the plugin's queues (its status), or inside the
+    emulators' FIFOs without the plugin."""
+    if getattr(proxy, "redis", None):
+        return redis_enqueued(proxy, emus) - proxy.enqueued_before
+    port = getattr(proxy, "status_port", None)
+    if port is None:
+        return sum(e.stats().get("waiting", 0) for e in emus)
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/sjf/status", timeout=5) as r:
+            st = json.loads(r.read())
+    except Exception:
+        return 0
+    return sum(b["waiting"] for k, b in st["backends"].items() if not k.startswith("pool:")) + \
+        sum(p["waiting"] for p in st.get("pools", []))
+
+
+async def one_burst(proxy, emus, jobs, label: str, settle_s: float, kill_after: int | None, stream: bool = True):
     """Hold every backend, send the burst, release; returns (records, t0)."""
     holds = []
     senders = [HttpSender(proxy.openai_base_url, f"{MODEL}-{b}", proxy.master_key) for b in range(len(emus))]
-    main = HttpSender(proxy.openai_base_url, MODEL, proxy.master_key)
+    # --kill: non-streamed, so that LiteLLM can retry the attempt whose backend died
+    main = HttpSender(proxy.openai_base_url, MODEL, proxy.master_key, stream=stream and kill_after is None)
     try:
         for b, s in enumerate(senders):
             holds.append(asyncio.ensure_future(s(Job(-1 - b, HOLD_PROMPT.format(b=b), 1, 0.0, None), "hold")))
         end = time.monotonic() + 60
         while any(e.stats().get("held", 0) < 1 for e in emus) and time.monotonic() < end:
             await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        if getattr(proxy, "redis", None):
+            proxy.enqueued_before = await loop.run_in_executor(None, redis_enqueued, proxy, emus)
         task = asyncio.ensure_future(drive(jobs, main, label))
+        end = time.monotonic() + 300
+        while await loop.run_in_executor(None, queued, proxy, emus) < len(jobs) and time.monotonic() < end:
+            await asyncio.sleep(0.1)
         await asyncio.sleep(settle_s)
         t0 = time.monotonic()
         for e in emus:
@@ -174,7 +243,13 @@ def run_row(row: str, emus, jobs, trace: str, args, redis_url: str | None) -> di
         env.update({"SJF_REDIS_URL": redis_url, "SJF_REDIS_PREFIX": f"poolbench-{row}-{time.time_ns()}"})
     workers = args.workers if row != "no-plugin" else 1
     cfg = make_config(emus, row != "no-plugin", args.retries)
+    # Redis mode: the status shows one worker's last view of the shared queue: settle only
+    port = free_port() if row != "no-plugin" and redis_url is None else None
+    if port is not None:
+        env["SJF_STATUS_PORT"] = str(port)
     proxy = LiteLLMProxy(cfg, num_workers=workers, env=env, startup_timeout_s=600).start()
+    proxy.status_port, proxy.pool_off = port, row == "per-backend"
+    proxy.redis = (redis_url, env["SJF_REDIS_PREFIX"]) if redis_url is not None and row != "no-plugin" else None
     rows = []
     try:
         for rep in range(args.reps):
@@ -182,8 +257,10 @@ def run_row(row: str, emus, jobs, trace: str, args, redis_url: str | None) -> di
                 if hasattr(e, "revive"):
                     e.revive()
                 e.reset()
+            if args.kill:
+                members_back(proxy)
             kill = len(jobs) // 4 if args.kill else None
-            records, t0 = asyncio.run(one_burst(proxy, emus, jobs, row, args.settle_s, kill))
+            records, t0 = asyncio.run(one_burst(proxy, emus, jobs, row, args.settle_s, kill, not args.no_stream))
             time.sleep(0.5)
             stats = [e.stats() for e in emus]
             alive = [getattr(e, "killed_at", math.inf) for e in emus]
@@ -206,9 +283,14 @@ def combine(row: str, jobs, reps) -> dict:
         "served": [sum(p["served"][b] for p in per) for b in range(k)],
         "idle_while_waiting_total_s": max(p["idle_while_waiting_total_s"] for p in per),
         "idle_per_burst_s": [round(p["idle_while_waiting_total_s"], 3) for p in per],
+        "idle_no_request_on_its_way_s": max(p["idle_no_request_on_its_way_s"] for p in per),
+        "idle_no_request_per_burst_s": [round(p["idle_no_request_on_its_way_s"], 3) for p in per],
+        "handoff_gap_p50_s": float(sorted(p["handoff_gap_p50_s"] for p in per)[len(per) // 2]),
+        "handoff_gap_max_s": max(p["handoff_gap_max_s"] for p in per),
         "max_in_flight": [max(p["max_in_flight"][b] for p in per) for b in range(k)],
         "failed": sum(p["failed"] for p in per), "completed": sum(p["completed"] for p in per),
         "makespan_s": [round(p["makespan_s"], 2) for p in per], "reps": len(per),
+        "busy_s": [[round(x, 2) for x in p["busy_s"]] for p in per],
     }
 
 
@@ -218,14 +300,21 @@ def print_table(results: dict, args) -> None:
           f"{len(args.speed_list)} emulators (speeds {args.speeds} × {args.tokens_per_s:g} tokens/s), "
           f"{args.reps} bursts per row pooled; end to end from the release, seconds")
     hdr = (f"{'row':<13}{'short P50':>10}{'short P95':>10}{'long P95':>10}{'short red.':>11}{'long infl.':>11}"
-           f"{'served':>12}{'idle∧wait':>10}{'max in flight':>15}{'failed':>7}")
+           f"{'served':>12}{'idle∧wait':>10}{'  excl. hand-offs':>17}{'hand-off p50/max':>17}"
+           f"{'max in flight':>15}{'failed':>7}")
     print(hdr)
+    if args.kill:
+        for label, r in results.items():
+            print(f"  {label}: per burst, time to drain (release → last answer) vs the survivor's serial work: "
+                  + ", ".join(f"{m:.2f} s vs {b[1]:.2f} s" for m, b in zip(r["makespan_s"], r["busy_s"])))
     for label, r in results.items():
         red = 1 - r["short_p50_s"] / base["short_p50_s"] if base else math.nan
         infl = r["long_p95_s"] / base["long_p95_s"] - 1 if base else math.nan
         print(f"{label:<13}{r['short_p50_s']:>10.2f}{r['short_p95_s']:>10.2f}{r['long_p95_s']:>10.2f}"
               f"{red:>+11.1%}{infl:>+11.1%}{'/'.join(map(str, r['served'])):>12}"
-              f"{r['idle_while_waiting_total_s']:>10.2f}{'/'.join(map(str, r['max_in_flight'])):>15}{r['failed']:>7}")
+              f"{r['idle_while_waiting_total_s']:>10.2f}{r['idle_no_request_on_its_way_s']:>17.2f}"
+              f"{r['handoff_gap_p50_s']:>10.3f}/{r['handoff_gap_max_s']:<6.3f}"
+              f"{'/'.join(map(str, r['max_in_flight'])):>15}{r['failed']:>7}")
 
 
 def main(argv=None) -> int:
@@ -236,8 +325,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens-per-s", type=float, default=400.0, help="speed 1 in tokens/s")
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--settle-s", type=float, default=2.0)
+    ap.add_argument("--settle-s", type=float, default=0.5, help="seconds left once the whole burst is queued")
     ap.add_argument("--retries", type=int, default=2, help="router num_retries (LiteLLM's default is 2)")
+    ap.add_argument("--no-stream", action="store_true", help="non-streamed requests (default: streamed)")
     ap.add_argument("--kill", action="store_true", help="kill backend 0 (SIGKILL) a quarter into each burst")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--redis", action="store_true", help="plugin rows in Redis mode (a throw-away redis-server)")

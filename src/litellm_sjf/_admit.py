@@ -269,6 +269,13 @@ class Admission:
         self.stats.admitted += 1
         call.acquired_wall = time.time()
 
+    async def resolve_auto_slots_of(self, targets: Mapping) -> None:
+        """``slots: auto`` of several backends (``{backend key: ProbeTarget or None}``)."""
+        sched = self.scheduler()
+        for backend, target in targets.items():
+            if self.settings.slots_for(backend) == AUTO and backend not in sched.backend_slots:
+                await self._resolve_auto_slots(backend, target)
+
     async def _resolve_auto_slots(self, backend: str, target) -> None:
         """``slots: auto``: ask the backend once (concurrent first requests share the answer)."""
         fut = self._auto_slots.get(backend)

@@ -46,6 +46,7 @@ class HandlerStats:
     gated: int = 0  # ... while queueing: admitted by the last-resort gate (FIFO, slots kept)
     duplicate_call_ids: int = 0
     superseded_409: int = 0
+    pooled: int = 0  # a pool handed the request to one of its group's backends (docs/pool.md)
 
     def count_release(self, reason: str) -> None:
         """Count one freed slot under ``released_<reason>`` (``reason`` in

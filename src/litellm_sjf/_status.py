@@ -3,7 +3,7 @@
 
 * :func:`handler_status` assembles ``SJFHandler.status()`` (synchronous, counters): ``{"backends":
   {key: {"slots", "in_flight", "waiting", "store", "tau_s", "tau_used", "stats", "promotion",
-  "slowdown"[, "tenants"]}}, "tracked_calls", "draining", "tokens_per_s", "counters",
+  "slowdown"[, "tenants"]}}, "pools", "tracked_calls", "draining", "tokens_per_s", "counters",
   "probes", "memory", "last_resort", "settings"}`` — numbers, names and hashes, never prompt text.
   ``counters`` are the plugin's (:class:`litellm_sjf._stats.HandlerStats`) plus
   ``store_fail_open``: requests the Redis store admitted through its per-process queue while
@@ -69,7 +69,7 @@ def _effective_settings(s: Any) -> dict:
         note_fault(log, "litellm_sjf status: the policy could not be made; settings as given", level=logging.DEBUG)
     return {"policy": s.policy, "tau": str(s.tau), "tau_used": _tau_used(promotion), "promotion": promotion,
             "slowdown": slowdown, "slots": s.slots, "fairness": s.fairness, "on_disconnect": s.on_disconnect,
-            "probe_timeout_s": s.probe_timeout_s}
+            "probe_timeout_s": s.probe_timeout_s, "pool": s.pool}
 
 
 def _queue_status(q: Any) -> dict:
@@ -122,7 +122,8 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     # the Redis store's own fail-open (Redis unreachable: admitted through the per-process queue)
     counters["store_fail_open"] = sum(int(getattr(q.stats, "failopen", 0)) for q in
                                       (scheduler.queues.values() if scheduler is not None else ()))
-    return {"backends": backends, "tracked_calls": tracked, "draining": draining,
+    pools = scheduler.pools.status() if scheduler is not None and scheduler.pools is not None else []
+    return {"backends": backends, "pools": pools, "tracked_calls": tracked, "draining": draining,
             "tokens_per_s": rates.as_dict(), "counters": counters, "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
             "last_resort": _last_resort_status(scheduler),

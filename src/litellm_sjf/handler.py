@@ -14,6 +14,8 @@ delegates at once:
 
 * ``async_pre_call_hook``, ``async_pre_call_deployment_hook`` → :mod:`litellm_sjf._admit`
   (score and remember; queue and wait for a slot);
+* ``async_filter_deployments`` → :mod:`litellm_sjf._pool_routing` (a group of several serial
+  backends: wait in its pool, then keep only the deployment whose backend was handed over);
 * ``async_post_call_success_hook`` → :mod:`litellm_sjf._calls` (release, ``usage`` tokens);
 * ``async_post_call_streaming_iterator_hook`` → :mod:`litellm_sjf._stream_pump`;
 * ``async_post_call_failure_deployment_hook``, ``async_post_call_failure_hook``,
@@ -38,6 +40,7 @@ from ._build import LazyScheduler
 from ._calls import CallRegistry, usage_tokens
 from ._fail_open import REFUSALS, fail_open
 from ._orphans import OrphanPolicy
+from ._pool_routing import PoolRouting
 from ._recorder import OpsRecorder
 from ._routes import mount_status_routes
 from ._stats import HandlerStats, TokenRates
@@ -75,6 +78,7 @@ class SJFHandler(CustomLogger):
         self._calls = CallRegistry(self.stats, self.rates)
         self._admission = Admission(self.settings, self._sched.get, self._calls, self.stats)
         self._orphans = OrphanPolicy(self.settings, self._calls, self.stats)
+        self._pool = PoolRouting(self.settings, self._admission, self._calls, self.stats)
         self._pump = StreamPump(self.settings, self._calls, self.stats, self._orphans)
         self._status_server = None
         self._started = False
@@ -142,6 +146,16 @@ class SJFHandler(CustomLogger):
             raise refusal_http_error(exc) from None
         return None
 
+    async def async_filter_deployments(self, model, healthy_deployments, messages, request_kwargs=None,
+                                       parent_otel_span=None):
+        """Routing (before LiteLLM's strategy picks): a group of several serial backends waits
+        in its pool and keeps only the deployments of the backend handed over; anything
+        else is returned unchanged."""
+        try:
+            return await self._pool.filter(model, healthy_deployments, messages, request_kwargs)
+        except REFUSALS as exc:
+            raise refusal_http_error(exc) from None
+
     # ---- hooks: release -----------------------------------------------------------------
     async def async_post_call_success_hook(self, data, user_api_key_dict, response):
         """Non-streaming success: release with the answer tokens from ``usage``."""
@@ -158,6 +172,7 @@ class SJFHandler(CustomLogger):
         call = None
         with fail_open(self.stats, "litellm_sjf deployment failure hook failed"):
             call = self._calls.find(request_data)
+        self._pool.attempt_failed(call, exception)
         self._orphans.attempt_failed(call, backend_answered(exception))
         return None
 

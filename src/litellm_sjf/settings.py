@@ -57,6 +57,10 @@ env var                    file key                         meaning (default)
 ``SJF_SCHEDULER_FACTORY``  ``scheduler_factory``            "module:callable" returning a ready
                                                             :class:`sjf_core.Scheduler` (overrides the above)
 ``SJF_DISABLED``           ``disabled``                     "1": pass every request through untouched
+``SJF_POOL``               ``pool``                         "on" (default): a model group whose deployments are
+                                                            several serial backends gets one queue, and each
+                                                            request goes to whichever backend frees a slot
+                                                            (docs/pool.md); "off": one queue per backend
 ``SJF_FAIRNESS``           ``fairness``                     fair shares across tenants: "key" (LiteLLM API key,
                                                             hashed; default), "team", "user" (the OpenAI
                                                             ``user`` field), "header:NAME", or "off"
@@ -173,6 +177,7 @@ class PluginSettings:
     status_port = property(lambda self: self.config.adapter.status_port)
     scheduler_factory = property(lambda self: self.config.adapter.scheduler_factory)
     disabled = property(lambda self: self.config.adapter.disabled)
+    pool = property(lambda self: self.config.adapter.pool)
     retired = property(lambda self: list(self.config.adapter.retired))
 
     def fairness_config(self):

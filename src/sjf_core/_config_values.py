@@ -137,6 +137,11 @@ def adapter(raw: Mapping, base: Any, w: Where, cls) -> Any:
         c["scheduler_factory"] = str(raw["scheduler_factory"]).strip() if raw["scheduler_factory"] else None
     if "disabled" in raw:
         c["disabled"] = bool(raw["disabled"])
+    if "pool" in raw:
+        v = raw["pool"] if isinstance(raw["pool"], bool) else str(raw["pool"]).strip().lower()
+        if v not in (True, False, "on", "off", "true", "false"):
+            raise ValueError(f"bad SJF setting {w('pool')}: pool must be on or off, got {raw['pool']!r}")
+        c["pool"] = v in (True, "on", "true")
     if raw.get("retired"):
         c["retired"] = tuple(base.retired) + tuple(raw["retired"])
     return dataclasses.replace(base, **c) if c else base

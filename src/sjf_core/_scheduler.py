@@ -82,6 +82,7 @@ class Scheduler:
         self._slots: dict[str, int] = {}
         self._lock = threading.RLock()
         self._policy_wrappers: list[Callable] = []
+        self.pools = None  # the PoolRegistry, made by the first pool()
         self.listeners: list[QueueEvents] = list(listeners or [])
         install_default_metrics(self.listeners, self.config.metrics)
         #: each backend's in-process slot ledger and last-resort gate (admission/_last_resort.py)
@@ -103,17 +104,9 @@ class Scheduler:
         self.plugins = install_plugins(self, self.config.plugins if plugins is FROM_CONFIG else plugins)
 
     # ---- composition -------------------------------------------------------------------
-    @property
-    def redis_url(self) -> str | None:  # the Redis store's URL, or None (in-process queues)
-        return self.config.redis_url
-
-    @property
-    def fairness(self):
-        return self.config.fairness
-
-    @property
-    def defaults(self):
-        return self.config.defaults
+    redis_url = property(lambda self: self.config.redis_url, doc="The Redis store's URL, or None (in-process).")
+    fairness = property(lambda self: self.config.fairness)
+    defaults = property(lambda self: self.config.defaults)
 
     @property
     def backend_slots(self) -> Mapping[str, int]:
@@ -236,6 +229,13 @@ class Scheduler:
     def queues(self) -> dict[str, AdmissionQueue]:
         """All queues created so far, by backend key."""
         return dict(self._queues)
+
+    def pool(self, backends: Any):
+        """The pool of these backends (URLs or keys): :mod:`sjf_core.admission._pool` (Redis: ``_pool_redis``)."""
+        from sjf_core.admission._pool_members import PoolRegistry
+
+        with self._lock:
+            return (self.pools or PoolRegistry.of(self)).pool(backend_key(b) for b in backends)
 
     def ticket(
         self,

@@ -212,6 +212,7 @@ class AdapterConfig:
     status_port: int | None = None
     scheduler_factory: str | None = None
     disabled: bool = False
+    pool: bool = True  # one queue per model group of several backends (docs/pool.md)
     retired: tuple = ()  # retired keys / env vars that were set (accepted and ignored)
 
 
@@ -324,8 +325,7 @@ class SchedulerConfig:
 
         return make_policy(self.policy, tau=self.tau, promotion=self.promotion)
 
-    # ---- building (sjf_core/_config_build.py) -------------------------------------------------
-    def _with(self, values: Mapping[str, Any]) -> "SchedulerConfig":
+    def _with(self, values: Mapping[str, Any]) -> "SchedulerConfig":  # building: sjf_core/_config_build.py
         from sjf_core import _config_build, _config_read
 
         raw, where = _config_read.from_values(values)

@@ -47,3 +47,12 @@ def test_a_killed_backend_is_not_idle_after_its_death_and_a_retry_counts_where_i
                                                      {"order": orders[1], "max_in_flight": 1}], 0.0, "x",
                    alive_until=[1.5, math.inf])
     assert row["served"] == [1, 2] and row["max_in_flight"] == [1, 1] and row["failed"] == 0
+
+
+def test_a_backends_own_handoff_counts_raw_but_not_as_idle_with_nothing_on_its_way():
+    orders = [[rec(JOBS[0], 0.0, 1.0)], [rec(JOBS[1], 0.0, 5.0), rec(JOBS[2], 5.1, 6.0)]]
+    recs = records([1.0, 5.0, 6.0])
+    assert idle_while_waiting(JOBS, recs, orders, t0=0.0) == pytest.approx([4.1, 0.1])
+    assert idle_while_waiting(JOBS, recs, orders, t0=0.0, handoffs=False) == pytest.approx([4.1, 0.0])
+    row = pool_row(JOBS, recs, [{"order": o, "max_in_flight": 1} for o in orders], 0.0, "x")
+    assert row["handoff_gap_max_s"] == pytest.approx(0.1)

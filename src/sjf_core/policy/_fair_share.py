@@ -206,3 +206,21 @@ class TenantPending:
             if best_key is None or key < best_key:
                 best, best_key = t, key
         return best
+
+
+def pending_of(policy, fairness=None):
+    """The pending structure of a queue running ``policy``: the policy's own, or (``fairness``
+    enabled) a :class:`TenantPending` whose per-tenant sub-structures are the policy's own,
+    sharing one τ and one set of service statistics."""
+    if fairness is None or not getattr(fairness, "enabled", False):
+        return policy.new_pending()
+
+    def sub(tau, service):
+        p = policy.new_pending()
+        if tau is not None:
+            p.tau = tau
+        if service is not None:
+            p.service = service
+        return p
+
+    return TenantPending(sub, fairness.weight)

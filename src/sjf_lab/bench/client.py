@@ -54,15 +54,18 @@ class HttpSender:
         extra_body: ``job -> dict`` of extra body fields (e.g. LiteLLM's ``priority``), or None.
         timeout_s: per-request timeout, seconds.
         max_connections: connection pool size (at least the largest burst).
+        stream: False sends ``stream: false`` (one JSON answer; TTFT = end to end), e.g. so
+            that a proxy can retry an attempt whose backend died (a started stream cannot be).
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
                  extra_body: Callable[[Job], Mapping[str, Any]] | None = None,
-                 timeout_s: float = 900.0, max_connections: int = 1000):
+                 timeout_s: float = 900.0, max_connections: int = 1000, stream: bool = True):
         import httpx
 
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.stream = stream
         self.extra_body = extra_body
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.AsyncClient(
@@ -75,6 +78,8 @@ class HttpSender:
     async def __call__(self, job: Job, policy: str = "") -> RequestRecord:
         body = chat_body(job, self.model, self.extra_body(job) if self.extra_body else None)
         rec = RequestRecord(idx=job.idx, policy=policy, true_tokens=-1, submit=time.monotonic())
+        if not self.stream:
+            return await self._whole(body, rec)
         deltas = 0
         usage_tokens = None
         try:
@@ -114,6 +119,25 @@ class HttpSender:
         rec.chunks = deltas
         if math.isnan(rec.first_byte):
             rec.first_byte = rec.end
+        return rec
+
+
+    async def _whole(self, body: dict, rec: RequestRecord) -> RequestRecord:
+        """A non-streamed call: one JSON answer with ``usage``."""
+        body = {k: v for k, v in body.items() if k != "stream_options"}
+        body["stream"] = False
+        try:
+            resp = await self.client.post(self.url, json=body)
+            done = time.monotonic()
+            rec.status = resp.status_code
+            if resp.status_code != 200:
+                rec.ok, rec.error = False, f"HTTP {resp.status_code}"
+                return rec
+            usage = resp.json().get("usage") or {}
+            rec.true_tokens = int(usage.get("completion_tokens", 0))
+            rec.end = rec.first_byte = done
+        except Exception as exc:  # a failed request is recorded, never raised
+            rec.ok, rec.status, rec.error = False, 0, _short_error(exc)
         return rec
 
 

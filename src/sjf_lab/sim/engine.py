@@ -109,23 +109,10 @@ def simulate(
     service = wl.service
     klass = wl.klass
     tokens = wl.tokens
+    from sjf_core.policy._fair_share import pending_of
     from sjf_core.policy._tenants import Fairness
 
-    fair = Fairness.parse(fairness if fairness is not None else "off")
-    if fair.enabled:
-        from sjf_core.policy._fair_share import TenantPending
-
-        def sub(tau, svc):
-            p = policy.new_pending()
-            if tau is not None:
-                p.tau = tau
-            if svc is not None:
-                p.service = svc
-            return p
-
-        pending = TenantPending(sub, fair.weight)
-    else:
-        pending = policy.new_pending()
+    pending = pending_of(policy, Fairness.parse(fairness if fairness is not None else "off"))
     if hasattr(pending, "slots"):
         pending.slots = slots
     control = None
