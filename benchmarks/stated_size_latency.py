@@ -1,6 +1,8 @@
 """Cost of reading stated sizes (issue 23): ``read_size`` alone and ``Predictor.predict`` with and
 without it, per prompt, on real prompts of ``../shared/data/conversations`` cut or repeated to a fixed
-length (default 2,000 characters), and on our labelled set (prompts that do state a size).
+length (default 2,000 characters), the same under a system prompt that states a size ("Always answer
+with yes or no.": the user text is read as well, docs/predictor.md), and on our labelled set (prompts
+that do state a size).
 
 Interleaved per prompt in one process (read_size, predict with sizes, predict without), CPU time
 (``time.process_time_ns``) and wall time; prints p50 / p99 µs and the p50 of the paired difference
@@ -58,8 +60,13 @@ def main() -> int:
     from sjf_lab.stated_eval import load_labelled, request_body
 
     pred = load_predictor()
-    sets = {f"data prompts at {args.chars} chars": _texts(args.data, args.chars, args.n),
-            "labelled set (all state a size)": [scored_text(request_body(r)) for r in load_labelled()]}
+    data = _texts(args.data, args.chars, args.n)
+    system = "Always answer with yes or no."  # instructions with a size: the user text is read too
+    sets = {f"data prompts at {args.chars} chars": data,
+            "labelled set (all state a size)": [scored_text(request_body(r)) for r in load_labelled()],
+            f"data prompts at {args.chars} chars under a system prompt with a size": [
+                scored_text({"messages": [{"role": "system", "content": system}, {"role": "user", "content": t}]})
+                for t in data]}
 
     def with_sizes(t):
         pred.read_sizes = True

@@ -8,6 +8,9 @@ point it at a real serial server (Ollama, llama.cpp, LM Studio) with e.g.
 ``--base-url http://127.0.0.1:11434/v1 --model llama3.2``.
 
     .venv/bin/python examples/openai_client.py [--base-url URL --model NAME] [--plain]
+
+Install: ``pip install -e ".[openai,lab]"`` (``openai`` for the wrapper, ``lab`` for the
+built-in emulator; with ``--base-url`` the ``openai`` extra is enough).
 """
 
 from __future__ import annotations
@@ -41,7 +44,12 @@ async def main() -> None:
     emulator = None
     base_url = args.base_url
     if base_url is None:
-        from sjf_lab.emulator import Emulator, EmulatorConfig
+        try:
+            from sjf_lab.emulator import Emulator, EmulatorConfig
+        except ModuleNotFoundError as exc:  # aiohttp: the emulator is the `lab` extra's
+            raise SystemExit(f"examples/openai_client.py: the built-in emulator needs the 'lab' extra: "
+                             f"pip install -e \".[openai,lab]\" (missing: {exc.name}); or pass --base-url "
+                             f"of a running server") from None
 
         lengths = [900, 15, 1200, 10, 1000, 8]  # answer tokens the emulator will generate, per prompt
         emulator = Emulator(EmulatorConfig(tokens_per_s=2000, trace_records=[

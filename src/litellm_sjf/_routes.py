@@ -14,8 +14,9 @@ no catch-all route of LiteLLM's shadows them.
   routes also take HTTP Basic credentials (any user name, the key as the password), which
   are handed to LiteLLM's check as ``Bearer <key>``; the page's 401 asks the browser for
   them (``WWW-Authenticate: Basic``), and the browser then sends them with the page's polls.
-* The page answers a key LiteLLM refused with 400 (its answer without a database) as 401
-  with the Basic challenge, so that a browser asks again.
+* Both answer a key LiteLLM refused (400 "No connected db." without a database, or 401) as
+  401 with a message saying the key was refused (quoting LiteLLM's); the page adds the Basic
+  challenge, so that a browser asks again.
 * A request with no key at all (none of the headers LiteLLM's check reads) is answered 401
   here, before LiteLLM's check: LiteLLM 1.106.12 without a database answers it 500 (its
   error handler imports ``prisma``), on its own routes too. This only ever refuses; a key,
@@ -92,10 +93,49 @@ async def _refuse(send, challenge: bool) -> None:
     await send({"type": "http.response.body", "body": _NO_KEY})
 
 
+def _refused_body(original: bytes) -> bytes:
+    """The 401 body for a key LiteLLM's check refused, quoting LiteLLM's own message."""
+    try:
+        said = str((json.loads(original or b"{}").get("error") or {}).get("message") or "")
+    except (ValueError, AttributeError):
+        said = original[:200].decode("utf-8", "replace")
+    msg = "Authentication Error: the key was refused. /sjf/ needs the proxy's master key or an admin key"
+    return json.dumps({"error": {"message": msg + (f" (LiteLLM's key check said: {said})" if said else ""),
+                                 "type": "auth_error", "param": None, "code": "401"}}).encode()
+
+
+class _RefusedKey:
+    """ASGI ``send`` for our routes: a 400 or 401 can only be LiteLLM refusing the key (the
+    routes take no input; without a database LiteLLM answers 400 "No connected db." to a key
+    that is not the master key), so it goes out as 401 with a message that says so (and, on
+    the page, the Basic challenge, so that a browser asks again). Other answers pass as they are."""
+
+    def __init__(self, send: Any, challenge: bool):
+        self.send, self.challenge = send, challenge
+        self.start: dict | None = None  # the held response start of a refusal
+        self.body = b""
+
+    async def __call__(self, message: dict) -> None:
+        if message["type"] == "http.response.start" and message.get("status") in (400, 401):
+            self.start = message
+            return
+        if self.start is None or message["type"] != "http.response.body":
+            await self.send(message)
+            return
+        self.body += message.get("body", b"")
+        if message.get("more_body"):
+            return
+        body = _refused_body(self.body)
+        headers = [(k, v) for k, v in self.start.get("headers", []) if k.lower() not in (b"content-length", b"content-type")]
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await self.send(dict(self.start, status=401, headers=headers + ([_CHALLENGE] if self.challenge else [])))
+        await self.send({"type": "http.response.body", "body": body})
+
+
 def with_basic_auth(inner: Any, challenge: bool, names: frozenset[bytes]) -> Any:
     """ASGI app around a route's own: no key at all → 401; ``Authorization: Basic`` becomes
-    ``Bearer <password>`` before LiteLLM's key check reads it; with ``challenge``, a 401 asks
-    for Basic credentials."""
+    ``Bearer <password>`` before LiteLLM's key check reads it; a refused key → 401
+    (:class:`_RefusedKey`); with ``challenge``, a 401 asks for Basic credentials."""
 
     async def app(scope, receive, send):
         headers = []
@@ -108,16 +148,7 @@ def with_basic_auth(inner: Any, challenge: bool, names: frozenset[bytes]) -> Any
             await _refuse(send, challenge)
             return
         scope = dict(scope, headers=headers)
-
-        async def send_challenge(message):
-            # the page itself never fails: a 400 here is LiteLLM refusing the key (without a
-            # database it answers 400 "No connected db." to a key that is not the master
-            # key); as a 401 it makes the browser ask again
-            if message["type"] == "http.response.start" and message.get("status") in (400, 401):
-                message = dict(message, status=401, headers=[*message.get("headers", []), _CHALLENGE])
-            await send(message)
-
-        await inner(scope, receive, send_challenge if challenge else send)
+        await inner(scope, receive, _RefusedKey(send, challenge))
 
     return app
 

@@ -20,6 +20,9 @@ with (:func:`litellm_sjf._stream_pump.proxy_config_path`) and logs each warning 
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
 raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (no credentials).
 
+``check_redis_in_background(settings)`` PINGs a configured Redis store once, off the start-up
+path, and logs one WARNING naming ``SJF_REDIS_URL`` when it cannot be reached.
+
 ``startup_line(settings)`` is the one INFO line logged when the plugin is loaded: its
 effective policy, guard, slots per backend, memory on/off, store and where its status is
 served (:func:`status_location`, the one place that says where). ``fatal(exc)`` prints a
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any, Mapping
 
 from sjf_core import backend_label
@@ -167,17 +171,66 @@ def startup_line(settings: Any, on_proxy: bool = False) -> str:
 
 def log_startup_line(settings: Any, on_proxy: bool = False) -> str:
     """Log :func:`startup_line` at INFO, where the proxy's log shows it: when logging is not
-    configured (no handler anywhere, LiteLLM's default), the ``litellm_sjf`` logger gets one
-    on stderr at INFO. Returns the line."""
+    configured (no handler anywhere, LiteLLM's default), the ``litellm_sjf`` logger (at INFO)
+    and the ``sjf_core`` logger (its own level: warnings, e.g. the Redis store's) each get
+    one on stderr, with level, time and logger name (else Python prints a bare line).
+    Returns the line."""
     line = startup_line(settings, on_proxy)
-    if not log.handlers and not logging.getLogger().handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
-        log.addHandler(h)
+    core = logging.getLogger("sjf_core")
+    if not log.handlers and not core.handlers and not logging.getLogger().handlers:
+        # the plugin's own lines name it already ("litellm_sjf: ..."); the core's get the logger's name
+        for logger, fmt in ((log, "%(levelname)s %(asctime)s %(message)s"),
+                            (core, "%(levelname)s %(asctime)s %(name)s: %(message)s")):
+            h = logging.StreamHandler(sys.stderr)
+            h.setFormatter(logging.Formatter(fmt))
+            logger.addHandler(h)
         if log.level == logging.NOTSET or log.level > logging.INFO:
             log.setLevel(logging.INFO)
     log.info("%s", line)
     return line
+
+
+#: Seconds the start-up PING of the Redis store may take (connect and answer).
+REDIS_PING_TIMEOUT_S = 2.0
+
+
+def check_redis_in_background(settings: Any, timeout_s: float = REDIS_PING_TIMEOUT_S) -> threading.Thread | None:
+    """With a Redis store configured, PING it once from a daemon thread (start-up is not
+    delayed) and, when it cannot be reached, log one WARNING naming ``SJF_REDIS_URL`` and what
+    the store does meanwhile (:func:`ping_redis`). Returns the thread, None without Redis."""
+    config = getattr(settings, "config", None)
+    if not getattr(config, "redis_url", None) or getattr(settings, "disabled", False):
+        return None
+    t = threading.Thread(target=ping_redis, args=(config, timeout_s), name="litellm-sjf-redis-check", daemon=True)
+    t.start()
+    return t
+
+
+def ping_redis(config: Any, timeout_s: float = REDIS_PING_TIMEOUT_S) -> str | None:
+    """PING ``config.redis_url`` (redis-py, ``timeout_s`` to connect and to answer); the
+    WARNING it logged when Redis cannot be reached, else None. Never raises; no credentials
+    in the message (:func:`sjf_core.backend_label`)."""
+    try:
+        import redis
+
+        client = redis.Redis.from_url(config.redis_url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+        try:
+            client.ping()
+            return None
+        finally:
+            client.close()
+    except Exception as exc:  # unreachable, refused, auth, no redis-py: all the same to the operator
+        if getattr(config.redis, "fail_mode", "open") == "closed":
+            meanwhile = "until it answers, requests are refused with HTTP 429 (fail_mode closed)"
+        else:
+            meanwhile = ("until it answers, each worker admits through its own per-process queue (fail_mode "
+                         "open: SJF order and the slot bound per worker, not shared; counted in the status's "
+                         "counters.store_fail_open)")
+        msg = (f"litellm_sjf: the Redis store cannot be reached at start-up: SJF_REDIS_URL "
+               f"{backend_label(config.redis_url)} ({type(exc).__name__}: {' '.join(str(exc).split())[:160]}); "
+               f"{meanwhile}")
+        log.warning("%s", msg)
+        return msg
 
 
 def fatal(exc: BaseException) -> str:

@@ -2,9 +2,13 @@
 ``SJF_STATUS_PORT`` server.
 
 * :func:`handler_status` assembles ``SJFHandler.status()`` (synchronous, counters): ``{"backends":
-  {key: {"slots", "in_flight", "waiting", "tau_s", "tau_used", "stats", "promotion",
+  {key: {"slots", "in_flight", "waiting", "store", "tau_s", "tau_used", "stats", "promotion",
   "slowdown"[, "tenants"]}}, "pools", "tracked_calls", "draining", "tokens_per_s", "counters",
   "probes", "memory", "last_resort", "settings"}`` — numbers, names and hashes, never prompt text.
+  ``counters`` are the plugin's (:class:`litellm_sjf._stats.HandlerStats`) plus
+  ``store_fail_open``: requests the Redis store admitted through its per-process queue while
+  Redis was unreachable (its queues' ``stats.failopen``); each backend's ``store`` says
+  "local", "redis" or "redis unreachable (fail-open)" / "(fail-closed)".
   ``promotion`` / ``slowdown`` per backend are the rule its queue's policy runs (None if
   unknown); ``tau_used`` says whether that rule reads τ (the served-work rules, the default
   among them, use τ only as their off switch); ``settings`` holds the effective values
@@ -14,7 +18,8 @@
   class, waited, band, tenant, when the guard promotes each:
   :meth:`sjf_core.AdmissionQueue.view`), ``recent`` completions (predicted vs
   actual) and ``accuracy_history`` (:class:`litellm_sjf._recorder.OpsRecorder`),
-  ``generated_at`` (Unix time).
+  ``generated_at`` (Unix time); its floats rounded for reading (:func:`rounded`: tokens to
+  0.1, the rest to 0.001).
 * :func:`start_status_server` serves the live status as JSON at
   ``http://127.0.0.1:PORT/sjf/status`` (``SJF_STATUS_PORT``) from a daemon thread with the
   standard library's HTTP server, computing it on the proxy's loop; None if the port is
@@ -75,7 +80,7 @@ def _queue_status(q: Any) -> dict:
     tau = q.tau_s
     policy = getattr(q, "policy", None)
     slowdown = getattr(policy, "slowdown", None)
-    out = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting,
+    out = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting, "store": _store_state(q),
            "tau_s": None if math.isinf(tau) else tau, "tau_used": _tau_used(_promotion_name(policy)), "stats": stats,
            "promotion": _promotion_name(policy),
            "slowdown": float(slowdown) if isinstance(slowdown, (int, float)) else None}
@@ -87,6 +92,15 @@ def _queue_status(q: Any) -> dict:
     if tenants is not None:
         out["tenants"] = tenants
     return out
+
+
+def _store_state(q: Any) -> str:
+    """"local", "redis", or "redis unreachable (fail-open)" / "(fail-closed)" while it is down."""
+    if not hasattr(q, "degraded"):
+        return "local"
+    if not q.degraded:
+        return "redis"
+    return f"redis unreachable (fail-{getattr(q, 'fail_mode', 'open')})"
 
 
 def _last_resort_status(scheduler: Any) -> dict:
@@ -104,9 +118,13 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     tracked, draining = calls.snapshot()
     probes = {k: v for k, v in probe_stats().items() if k in backends}
     s = settings
+    counters = stats.as_dict()
+    # the Redis store's own fail-open (Redis unreachable: admitted through the per-process queue)
+    counters["store_fail_open"] = sum(int(getattr(q.stats, "failopen", 0)) for q in
+                                      (scheduler.queues.values() if scheduler is not None else ()))
     pools = scheduler.pools.status() if scheduler is not None and scheduler.pools is not None else []
     return {"backends": backends, "pools": pools, "tracked_calls": tracked, "draining": draining,
-            "tokens_per_s": rates.as_dict(), "counters": stats.as_dict(), "probes": probes,
+            "tokens_per_s": rates.as_dict(), "counters": counters, "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
             "last_resort": _last_resort_status(scheduler),
             "settings": _effective_settings(s)}
@@ -129,7 +147,20 @@ async def live_status(handler: Any, limit: int = 100) -> dict:
     doc["recent"] = handler.recorder.recent()
     doc["accuracy_history"] = handler.recorder.accuracy_history()
     doc["generated_at"] = time.time()
-    return doc
+    return rounded(doc)
+
+
+def rounded(x: Any, key: str = "") -> Any:
+    """``x`` with its floats rounded for people to read: token counts (keys ending in
+    ``_tokens``, ``served_work``) to 0.1, everything else (seconds, rates, accuracies, Unix
+    times) to 0.001. The order of equal-rounded values is not the point of the view."""
+    if isinstance(x, float):
+        return round(x, 1 if key.endswith("_tokens") or key == "served_work" else 3) if math.isfinite(x) else x
+    if isinstance(x, dict):
+        return {k: rounded(v, str(k)) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [rounded(v, key) for v in x]
+    return x
 
 
 def status_from_thread(handler: Any, timeout_s: float = 5.0) -> dict:

@@ -46,7 +46,7 @@ from ._routes import mount_status_routes
 from ._stats import HandlerStats, TokenRates
 from ._stream_pump import StreamPump, backend_answered, passthrough, quiet_superseded_log, refusal_http_error
 from .settings import PluginSettings, load_settings
-from ._startup import log_startup_line, run_startup_checks
+from ._startup import check_redis_in_background, log_startup_line, run_startup_checks
 from ._status import handler_status, live_status, start_status_server
 
 __all__ = ["SJFHandler", "ENDPOINTS"]
@@ -89,7 +89,7 @@ class SJFHandler(CustomLogger):
         own port (:mod:`litellm_sjf._routes`), LiteLLM's log of a superseded request (409)
         at INFO, not ERROR (:func:`~litellm_sjf._stream_pump.quiet_superseded_log`), the
         status server (``status_port``), the
-        start-up checks' warnings, and the scheduler's build and model load in a daemon
+        start-up checks' warnings, a background PING of a configured Redis store, and the scheduler's build and model load in a daemon
         thread (not when ``disabled``). Never raises for a busy port or a failed preload."""
         with self._start_lock:
             if self._started:
@@ -102,6 +102,7 @@ class SJFHandler(CustomLogger):
             self._status_server = start_status_server(self, self.settings.status_port)
         log_startup_line(self.settings, on_proxy)
         run_startup_checks(self.settings)
+        check_redis_in_background(self.settings)
         if not self.settings.disabled:
             self._sched.preload_in_background()
 

@@ -10,6 +10,8 @@ disconnect policy, the status port and the scheduler factory.
 env var                    file key                         meaning (default)
 =========================  ===============================  ==================================================
 ``SJF_POLICY``             ``policy``                       "sjf-tokens" (expected tokens), "sjf" (P(Long)), "fair", "fcfs"
+                                                            ("oracle" needs true lengths: refused, see
+                                                            docs/scheduling.md)
 ``SJF_TAU``                ``tau``                          "off": no starvation guard at all; else the time bound
                                                             of the time-based rules ("strict", "one-in-k",
                                                             "fcfs-bound", "aging"): "3x" (default, × mean Short

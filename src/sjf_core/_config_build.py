@@ -90,6 +90,9 @@ def _switches(raw: dict, c: dict, w: "_r.Where") -> None:
 
 def _validate(cfg: Any, w: "_r.Where") -> None:
     """Cross-field checks, without building a strategy; raises ValueError naming the setting."""
+    from sjf_core.policy._policies import check_live_policy
+
+    w.check(w.among("policy"), lambda: check_live_policy(cfg.policy))  # no yardstick on live traffic
     w.check(w.among("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s"), cfg.make_policy)
     if cfg.redis_url:
         from sjf_core.admission._redis_config import check_runnable

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -120,15 +121,21 @@ async def test_status_and_page_on_the_proxy_port_answer_with_the_key_only(proxy)
             assert w["due_in_tokens"] > 0  # the default guard, work-bound: served work still to go
         keys = [w["expected_tokens"] for w in q["waiters"]]
         assert keys == sorted(keys), "waiters are listed in dispatch (SJF) order"
+        assert all(k == round(k, 1) for k in keys), keys  # rounded for reading: no 146.65453422347304
+        assert not re.search(r"\d\.\d{4,}", text), re.findall(r"\S{0,30}\d\.\d{4,}", text)[:5]
         assert doc["settings"]["promotion"] == "work-bound" and doc["settings"]["tau_used"] is False
         page = _get(p, "/sjf/", p.master_key)
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert _get(p, "/sjf/status", basic=p.master_key).status_code == 200  # what a browser sends
         for path in ("/sjf/status", "/sjf/"):
             assert _get(p, path).status_code in (401, 403), path
-        # a wrong key: LiteLLM's own answer, 400 "No connected db." without a database (as on
-        # its own routes); the page turns it into 401 so that a browser asks again
-        assert _get(p, "/sjf/status", "sk-not-the-key").status_code in (400, 401, 403)
+        # a wrong key: LiteLLM's own check answers 400 "No connected db." without a database
+        # (as on its own routes); both routes say 401 and that the key was refused, and the
+        # page adds the Basic challenge so that a browser asks again
+        for wrong in (_get(p, "/sjf/status", "sk-not-the-key"), _get(p, "/sjf/status", basic="sk-not-the-key")):
+            assert wrong.status_code == 401, wrong.text
+            assert "the key was refused" in wrong.json()["error"]["message"], wrong.text
+            assert "www-authenticate" not in wrong.headers  # a fetch() never pops up a login
         assert _get(p, "/sjf/", "sk-not-the-key").status_code == 401
         assert _get(p, "/sjf/", basic="sk-not-the-key").status_code == 401
         assert "basic" in _get(p, "/sjf/").headers.get("www-authenticate", "").lower()  # the browser asks
@@ -191,6 +198,48 @@ async def test_page_in_a_headless_browser_updates_while_a_burst_is_queued(proxy,
             recent = await page.locator("#recent tr").count()
             assert recent >= 8  # header + the completions, predicted vs actual
             assert CANARY[-12:] not in await page.content()
+        finally:
+            await browser.close()
+
+
+async def test_page_opened_with_the_key_in_its_url_polls_and_says_what_failed(proxy):
+    """A page opened as ``http://any:KEY@host/sjf/`` (the README's way for a browser): fetch()
+    refuses a URL carrying credentials, so the page must fetch from its origin (the browser
+    sends the page's Basic credentials again) and its error line must name what failed."""
+    from playwright.async_api import async_playwright
+
+    assert _browser_available(), f"{CHROMIUM} (Debian's chromium package) is needed for the page test"
+    p, emu = proxy
+    url = f"http://ops:{p.master_key}@{p.host}:{p.port}/sjf/"
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            ctx = await browser.new_context()  # no stored credentials: only those in the URL
+            page = await ctx.new_page()
+            r = await page.goto(url)
+            assert r.status == 200
+            await page.wait_for_function("document.getElementById('summary').textContent.includes('(#2)')",
+                                         timeout=30_000)  # two polls answered
+            assert await page.text_content("#error") == ""
+            error = "document.getElementById('error').textContent"
+            cases = [(lambda route: route.fulfill(status=503, content_type="application/json",
+                                                  body='{"error": {"message": "overloaded"}}'),
+                      "GET /sjf/status answered HTTP 503: overloaded"),
+                     (lambda route: route.fulfill(status=401, content_type="application/json",
+                                                  body='{"error": {"message": "no"}}'),
+                      "the key was refused (HTTP 401)"),
+                     (lambda route: route.abort("connectionrefused"), "got no answer (network error")]
+            for handler, expected in cases:
+                await page.route("**/sjf/status", handler)
+                await page.wait_for_function(f"{error}.includes({expected!r})", timeout=15_000)
+                await page.unroute("**/sjf/status")
+            await page.wait_for_function(f"{error} === ''", timeout=15_000)  # polls answered again
+            # the accuracy chart's legend sits below the plot, where no data line goes
+            boxes = await page.evaluate("""() => {
+                const svg = document.getElementById('acc'), H = +svg.getAttribute('height');
+                return [...svg.querySelectorAll('text.legend')].map(t => [t.textContent, t.getBBox().y, H - 28]); }""")
+            assert sorted(b[0] for b in boxes) == ["— base", "— memory"], boxes
+            assert all(y >= bottom for _, y, bottom in boxes), boxes
         finally:
             await browser.close()
 

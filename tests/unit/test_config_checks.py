@@ -102,3 +102,38 @@ def test_a_fatal_setting_is_one_short_line_on_stderr_naming_it(monkeypatch, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("litellm_sjf: FATAL configuration error") and "SJF_SLOTS" in err[0]
     assert len(err[0]) < 200
+
+
+# ---- the oracle is a yardstick, never a live policy ---------------------------------------------
+def test_sjf_policy_oracle_is_refused_naming_the_setting_and_what_it_is_for(tmp_path):
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_POLICY": "oracle"})
+    msg = str(info.value)
+    assert msg.startswith("bad SJF setting SJF_POLICY: 'oracle' orders by each request's true answer length")
+    assert "simulator" in msg and "benchmarks" in msg
+    f = tmp_path / "sjf.json"
+    f.write_text('{"policy": "Oracle"}')
+    with pytest.raises(ValueError, match=f"SJF_CONFIG file {f}: 'policy': 'oracle' orders"):
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f)})
+    with pytest.raises(ValueError, match="bad SJF setting policy: 'oracle'"):
+        SchedulerConfig.create(policy="oracle")
+
+
+def test_the_bad_policy_message_offers_only_the_live_policies():
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_POLICY": "lifo"})
+    assert str(info.value) == ("bad SJF setting SJF_POLICY: unknown policy 'lifo'; "
+                               "choose one of ['fair', 'fcfs', 'sjf', 'sjf-tokens']")
+
+
+def test_the_wrapper_refuses_the_oracle_and_the_simulator_and_python_objects_keep_it():
+    import openai
+
+    import openai_sjf
+    from sjf_core.policy._policies import OraclePolicy, make_policy
+
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x")
+    with pytest.raises(ValueError, match="policy: 'oracle' orders by each request's true answer length"):
+        openai_sjf.wrap(client, policy="oracle")
+    assert make_policy("oracle").name == "oracle"  # the simulator's yardstick (sjf_lab.sim)
+    assert SchedulerConfig.create(policy=OraclePolicy()).policy.name == "oracle"  # a deliberate object

@@ -127,6 +127,52 @@ def test_system_instructions_are_read_first():
     assert isinstance(lone, ScoredText) and lone.instructions_at == 0 and read_size(lone).label == "1 word"
 
 
+def test_a_system_prompt_cannot_make_a_request_look_shorter_than_the_size_it_asks_for():
+    """The rule (docs/predictor.md, "System instructions and the user's request"): both state an
+    explicit size and the user's message asks for its own (a request verb) -> the larger wins."""
+    essay = "Write a 2000-word essay on the history of Rome."
+    assert read_size(chat(essay, "Always answer with yes or no.")).label == "2000 words"
+    assert read_size(chat("What is a mortgage? Explain it in 500 words.",
+                          "Keep every answer to no more than 2 sentences.")).label == "500 words"
+    assert read_size(chat("Describe a harbour in one sentence.", "Write at least 1000 words.")).label == "≥ 1000 words"
+    assert read_size(chat("Schreibe einen Aufsatz mit 2000 Wörtern über Rom.", "Antworte nur mit Ja oder Nein.")
+                     ).label == "2000 words"
+    pred = load_predictor()
+    assert pred.predict(chat(essay, "Always answer with yes or no.")).expected_tokens > 1500  # was 3
+    # the instructions still win over a cue, and over a user text that asks for nothing
+    assert read_size(chat("Briefly, what is a mortgage?", "Answer with yes or no.")).label == "yes/no"
+    assert read_size(chat("Here is my 2000-word essay about trains, with a 500-word appendix. " + PASTE,
+                          "You write titles. Reply with a title of 3-5 words and nothing else.")).label == "3–5 words"
+
+
+@pytest.mark.parametrize("system", ["Classify the tone of the user's text. Reply with one word only.",
+                                    "Bestimme den Ton der Nachricht. Antworte nur mit einem Wort.",
+                                    "Определи тон сообщения. Ответь одним словом.",
+                                    "判断这条消息的语气。只用一个词回答。"])
+def test_instructions_over_the_users_message_keep_their_size_whatever_the_message_asks(system):
+    s = read_size(chat("Colleagues, please write a report of at least 1000 words on the project.", system))
+    assert s is not None and s.tokens <= 3, s
+
+
+@pytest.mark.parametrize("text,label", [
+    ("Erkläre den Zinseszins höchstens in zwei Sätzen.", "≤ 2 sentences"),
+    ("Erkläre den Zinseszins in höchstens zwei Sätzen.", "≤ 2 sentences"),
+    ("Beschreibe das Meer mindestens in drei Absätzen.", "≥ 3 paragraphs"),
+    ("Explique l'inflation au plus en deux phrases.", "≤ 2 sentences"),
+    ("Écris un poème de 4 vers sur la mer.", "4 lines"),
+    ("Écris un poème de quatre vers sur l'automne.", "4 lines"),
+    ("Escribe un poema de 8 versos sobre el mar.", "8 lines"),
+])
+def test_a_bound_before_its_preposition_and_lines_of_a_poem_are_read(text, label):
+    s = read_size(text)
+    assert s is not None and s.label == label, s
+
+
+def test_chinese_list_items_are_read_only_when_asked_for():
+    assert read_size("请列出5条建议。").label == "5 条"
+    assert read_size("市政府宣布将在明年开通一条新的公交线路，沿途设有八个站点。") is None  # a bus line, not an item
+
+
 def test_the_label_keeps_no_prompt_text():
     canary = "zebracanary"
     for text in (f"Write 300 words about {canary}.", f"Answer yes or no: is {canary} real?",
@@ -227,6 +273,8 @@ def test_cli_predict_shows_the_stated_size_and_scores_a_system_prompt(capsys):
     assert d["stated"] == "yes/no" and d["stated_kind"] == "closed" and d["expected_tokens"] < 10
     assert main(["predict", "What is the capital of France?"]) == 0
     assert "stated: -" in capsys.readouterr().out
+    assert main(["predict", "--system", "Always answer with yes or no.", "Write a 2000-word essay on Rome."]) == 0
+    assert "stated: 2000 words" in capsys.readouterr().out
 
 
 def test_held_burst_scenario_of_the_stated_burst_data():

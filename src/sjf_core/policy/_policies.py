@@ -110,6 +110,9 @@ class Policy:
     fixed_tau: Any = None
     #: Promotion rule when the settings name none (None: :data:`sjf_core.config.DEFAULT_PROMOTION`).
     default_rule: str | None = None
+    #: True for a yardstick that needs each request's true answer length (only the simulator
+    #: and the trace benchmarks have it): a live queue refuses it (:func:`check_live_policy`).
+    needs_true_lengths = False
 
     def __init__(self, tau: Any = None, promotion: "PromotionSettings | str | None" = None,
                  initial_short_service_s: float | None = None):
@@ -268,6 +271,7 @@ class OraclePolicy(Policy):
     key_span = TYPICAL_TOKENS[LONG] - TYPICAL_TOKENS[SHORT]
     default_tau = "off"
     default_rule = TAU_OFF_PROMOTION  # irrelevant with τ off
+    needs_true_lengths = True
 
     def fallback_key(self) -> float:
         return TYPICAL_TOKENS[MEDIUM]
@@ -284,6 +288,27 @@ POLICIES: dict[str, type[Policy]] = {
     FairPolicy.name: FairPolicy,
     OraclePolicy.name: OraclePolicy,
 }
+
+
+#: The policies a live queue (a proxy, a wrapped client) can run: all but the yardsticks.
+LIVE_POLICIES = tuple(sorted(n for n, c in POLICIES.items() if not c.needs_true_lengths))
+
+
+def check_live_policy(spec: Any) -> None:
+    """Raises ValueError unless ``spec`` is a Policy object or the name of a policy a live
+    queue can run (:data:`LIVE_POLICIES`, the only choices the message offers). The config
+    boundary's check (:mod:`sjf_core._config_build`): "oracle" would order live requests by
+    the prediction with the starvation guard off, not by their true lengths."""
+    if isinstance(spec, Policy):
+        return
+    cls = POLICIES.get(str(spec).strip().lower())
+    choose = f"choose one of {list(LIVE_POLICIES)}"
+    if cls is None:
+        raise ValueError(f"unknown policy {spec!r}; {choose}")
+    if cls.needs_true_lengths:
+        raise ValueError(f"{cls.name!r} orders by each request's true answer length, which only the simulator and "
+                         f"the trace benchmarks know (sjf_lab.bench.oracle); live, it would order by the prediction "
+                         f"with no starvation guard; {choose}")
 
 
 def make_policy(spec: Any = DEFAULT_POLICY, *, tau: Any = None, promotion: "PromotionSettings | str | None" = None,
@@ -309,4 +334,4 @@ def make_policy(spec: Any = DEFAULT_POLICY, *, tau: Any = None, promotion: "Prom
 
 
 __all__ = ["Policy", "FCFSPolicy", "SJFPolicy", "SJFTokensPolicy", "FairPolicy", "OraclePolicy", "POLICIES",
-           "make_policy", "RequestMeta", "MEDIUM"]
+           "LIVE_POLICIES", "check_live_policy", "make_policy", "RequestMeta", "MEDIUM"]

@@ -19,9 +19,12 @@ no text (the label holds numbers and unit names only), reads a bounded part of t
   parts are counted too) is not the answer's size.
 * **Result.** ``kind`` "count" (tokens = count × tokens per unit × qualifier: at most 0.8,
   at least 1.15, range midpoint), "closed" (a few tokens) or "vague" (``direction`` −1 / +1:
-  the caller shifts its own estimate). Explicit sizes (counts, closed forms) beat cues; among
-  them the instructions beat the user text, and a count beats a closed form of the same zone;
-  among several counts of one zone the largest wins.
+  the caller shifts its own estimate). Explicit sizes (counts, closed forms) beat cues; in one zone
+  a count beats a closed form, and among several counts the largest wins; in the user text the
+  last paragraph's size before the first's. Instructions and user text: when both are explicit,
+  the instructions' size stands if they name the user's message as material ("the user's text")
+  or the user's zones ask for nothing (no request verb); else the larger wins, so that no system
+  prompt makes a request look shorter than the size it asks for (docs/predictor.md).
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ _LIST_KEYS = frozenset(w.encode() for w in "list give suggest brainstorm nenne l
 _CUE_KEYS = frozenset().union(*(f[3] for f in _CLOSED + _VAGUE))
 _CJK_CUES = tuple(t for f in _CLOSED + _VAGUE for t in f[4])
 _UNIT_SET = frozenset(UNIT_KEYS)
+_INSTR_MATERIAL = frozenset(w.encode() for w in W.INSTRUCTION_MATERIAL)
+_ASK = re.compile(W.ASK_VERBS).search
 
 
 def _triggered(forms, z: str, words: set, non_ascii: bool):
@@ -175,20 +180,10 @@ def _user_zones(u: str) -> list[tuple[int, str, set]]:
     return [(2, tail, tw), (1, head, hw)]
 
 
-def read_size(text: str) -> StatedSize | None:
-    """The answer size ``text`` states (module docstring), or None.
-
-    ``text`` may be a :class:`~sjf_core.predict._text.ScoredText`; its appended instructions are
-    read first.
-    """
-    ia = getattr(text, "instructions_at", None)
-    zones = []
-    if ia is not None:
-        z = text[ia:ia + _INSTR_MAX].lower()
-        zones.append((3, z, _words(z)))
-    zones += _user_zones(text if ia is None else text[:ia])
+def _first(zones) -> StatedSize | None:
+    """The first explicit size of ``zones`` (in their order), else their first cue, or None."""
     cue = None
-    for _, z, words in sorted(zones, key=lambda pz: -pz[0]):
+    for _, z, words in zones:
         size = _zone_size(z, words)
         if size is None:
             continue
@@ -196,3 +191,33 @@ def read_size(text: str) -> StatedSize | None:
             return size
         cue = cue or size
     return cue
+
+
+def _names_material(z: str, words: set) -> bool:
+    """True when instructions name the user's message as material ("the user's text")."""
+    return not words.isdisjoint(_INSTR_MATERIAL) or (not z.isascii() and any(p in z for p in W.ZH_INSTRUCTION_MATERIAL))
+
+
+def read_size(text: str) -> StatedSize | None:
+    """The answer size ``text`` states (module docstring), or None.
+
+    ``text`` may be a :class:`~sjf_core.predict._text.ScoredText`; its appended instructions and
+    the user text are read, and their sizes combined (module docstring, "Result").
+    """
+    ia = getattr(text, "instructions_at", None)
+    zones = sorted(_user_zones(text if ia is None else text[:ia]), key=lambda pz: -pz[0])
+    if ia is None:
+        return _first(zones)
+    z = text[ia:ia + _INSTR_MAX].lower()
+    words = _words(z)
+    instr = _zone_size(z, words)
+    if instr is None or instr.kind == "vague":
+        user = _first(zones)
+        return instr if user is None or (instr is not None and user.kind == "vague") else user
+    if _names_material(z, words):
+        return instr  # an app's template over material: "Classify the tone of the user's text. One word."
+    # explicit instructions: a size the user's message asks for (a zone with a request verb) wins when
+    # it is larger, so that no client makes its request look shorter through its system prompt
+    # ("Always answer with yes or no." + "Write a 2000-word essay"); other user text is material
+    user = _first([zw for zw in zones if _ASK(zw[1])])
+    return user if user is not None and user.kind != "vague" and user.tokens > instr.tokens else instr

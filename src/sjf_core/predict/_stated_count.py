@@ -28,8 +28,10 @@ _JOIN = r"(?:\s*(?:-|–|—|~)\s*|\s+(?:to|or|and|bis|oder|und|à|ou|et|a|o|y|�
 # Anchored at the unit's start (searched with endpos = the unit's position).
 _BEFORE_UNIT = re.compile(rf"(?<![\w.,])(?P<n1>{_NUM})(?:{_JOIN}(?P<n2>{_NUM}))?"
                           r"(?P<gap>[\s-]*(?:of\s+)?(?:[^\W\d_]{1,14}[\s-]+){0,2}?)$")
-_PRE_MAX = re.compile(rf"(?:{_alt(W.PRE_MAX)})\s*(?:of\s+)?$")
-_PRE_MIN = re.compile(rf"(?:{_alt(W.PRE_MIN)})\s*(?:of\s+)?$")
+# "at most of", and a preposition between the qualifier and the number: "höchstens in zwei Sätzen"
+_QUAL_PREP = rf"(?:(?:{_alt(W.QUALIFIER_PREPOSITIONS)})\s+)?"
+_PRE_MAX = re.compile(rf"(?:{_alt(W.PRE_MAX)})\s*{_QUAL_PREP}$")
+_PRE_MIN = re.compile(rf"(?:{_alt(W.PRE_MIN)})\s*{_QUAL_PREP}$")
 _PRE_ABOUT = re.compile(rf"(?:{_alt(W.PRE_ABOUT)})\s*$")
 _POST_MAX = re.compile(rf"^[\s,(]*(?:{_alt(W.POST_MAX)})\b")
 _POST_MIN = re.compile(rf"^[\s,(]*(?:{_alt(W.POST_MIN)})\b")
@@ -232,6 +234,8 @@ def zh_counts(z: str) -> list[Count]:
         unit = W.ZH_UNITS[m.group("unit")]
         if not (0 < a <= _MAX_COUNT.get(unit, 100_000)) or _describes_material(z, m.start("n1")):
             continue
+        if unit in ("item", "name") and not _VERB.search(z, _clause_start(z, m.start()), m.start()):
+            continue  # as in English: items are asked for ("列出5条建议"), else "开通一条线路", "三点" (3 o'clock)
         pre, post = m.group("pre") or "", m.group("post") or ""
         q = ("max" if pre in W.ZH_PRE_MAX or post in W.ZH_POST_MAX else
              "min" if pre in W.ZH_PRE_MIN or post in W.ZH_POST_MIN else

@@ -60,7 +60,7 @@ _add("de", "name", "namen titel überschriften schlagwörter")
 _add("fr", "word", "mot mots")
 _add("fr", "sentence", "phrase phrases")
 _add("fr", "paragraph", "paragraphe paragraphes")
-_add("fr", "line", "ligne lignes")
+_add("fr", "line", "ligne lignes vers")  # "vers": lines of a poem ("un poème de 4 vers")
 _add("fr", "page", "pages")
 _add("fr", "character", "caractère caractères lettres")
 _add("fr", "item", "points idées exemples conseils raisons étapes suggestions questions")
@@ -68,7 +68,7 @@ _add("fr", "name", "noms titres slogans")
 _add("es", "word", "palabra palabras")
 _add("es", "sentence", "frase frases oración oraciones")
 _add("es", "paragraph", "párrafo párrafos parrafo parrafos")
-_add("es", "line", "línea líneas linea lineas")
+_add("es", "line", "línea líneas linea lineas versos")
 _add("es", "page", "página páginas pagina paginas")
 _add("es", "character", "carácter caracteres letras")
 _add("es", "item", "puntos ideas ejemplos consejos razones pasos sugerencias preguntas viñetas")
@@ -144,6 +144,9 @@ POST_MAX = ("or less", "or fewer", "max", "maximum", "at most", "tops", "or unde
             "максимум", "не более")
 POST_MIN = ("or more", "minimum", "at least", "or longer", "oder mehr", "mindestens", "ou plus", "au moins",
             "o más", "como mínimo", "или больше", "минимум")
+#: Prepositions that may stand between a maximum / minimum and its number ("at most of", "höchstens in
+#: zwei Sätzen", "au plus en deux phrases", "como máximo en dos frases", "максимум в двух предложениях").
+QUALIFIER_PREPOSITIONS = ("of", "in", "auf", "mit", "en", "dans", "con", "в")
 ZH_PRE_MAX = ("不超过", "不多于", "最多", "少于", "不要超过", "控制在", "限")
 ZH_PRE_MIN = ("不少于", "至少", "不低于", "超过", "多于")
 ZH_PRE_ABOUT = ("大约", "约", "大概")
@@ -180,6 +183,15 @@ REQUEST_VERBS = (r"(?:\b(?:write|give|list|suggest|generate|create|provide|make|
                  r"proposez?|listez?|énumère|résumez?|décris|explique|en|avec|escribe|dame|da|enumera|sugiere|"
                  r"genera|crea|resume|describe|explica|con|напиши|дай|перечисли|предложи|придумай|составь|"
                  r"опиши|объясни|перескажи)\b|写|给|列出|列举|提供|生成|总结|概括|用)")
+#: A request verb proper (no prepositions): a user message whose sized zone has one asks for that size,
+#: so it may override the size of the system instructions (:func:`sjf_core.predict._stated.read_size`).
+ASK_VERBS = (r"(?:\b(?:write|give|list|suggest|generate|create|provide|make|name|brainstorm|come up with|"
+             r"recommend|propose|prepare|draft|outline|compose|craft|produce|summari[sz]e|describe|explain|tell|"
+             r"schreib\w*|gib|nenne|erstelle|liste|fasse|beschreibe|erkläre|verfasse|"
+             r"écri\w*|rédige\w*|donne\w*|propose\w*|liste\w*|énumère\w*|résume\w*|décri\w*|explique\w*|"
+             r"escrib\w*|redacta|dame|enumera|sugiere|genera|crea|resume|describe|explica|"
+             r"напиши|дай|перечисли|предложи|придумай|составь|опиши|объясни|перескажи|подготовь\w*)\b|"
+             r"写|列出|列举|生成|总结|概括|介绍|解释)")
 #: An answer directive right before a closed form ("answer only with", "reply with", "nur mit").
 DIRECTIVE = (r"(?:answer|reply|respond|say|tell|output|return|write|give|only|just|simply|solely|nothing but|"
              r"antwort\w*|nur|réponds|répondez|répondre|réponse|seulement|uniquement|responde\w*|solo|sólo|"
@@ -255,5 +267,13 @@ BACK_PHRASES = ("this text", "the text", "this article", "the article", "this pa
                 "the email", "this essay", "the essay", "this story", "this document", "the document",
                 "this conversation", "the conversation", "this paragraph", "diesen text", "dieser text", "ce texte",
                 "el texto", "este texto", "этот текст")
+#: Nouns by which system instructions name the user's message as material ("Classify the tone of the
+#: user's text.", "Bestimme den Ton der Nachricht."): then a size in the user's message is the
+#: material's, and the instructions' size is the answer's (:func:`sjf_core.predict._stated.read_size`).
+INSTRUCTION_MATERIAL = frozenset("""text texts message messages email emails conversation transcript article
+passage document review reviews tweet snippet nachricht nachrichten e-mail gespräch dokument artikel texte
+courriel document mensaje mensajes texto textos correo conversación documento сообщение сообщения сообщению
+текст текста письмо переписку""".split())
+ZH_INSTRUCTION_MATERIAL = ("消息", "文本", "对话", "邮件", "文章", "这段")
 ZH_FORWARD = ("以下", "如下")
 ZH_BACK = ("上面", "上述", "上文", "这段", "这篇")
