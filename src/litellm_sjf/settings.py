@@ -181,15 +181,15 @@ class PluginSettings:
     retired = property(lambda self: list(self.config.adapter.retired))
 
     def fairness_config(self):
-        """The :class:`sjf_core.policy._tenants.Fairness` of these settings."""
+        """The :class:`sjf_core.settings._tenants.Fairness` of these settings."""
         return self.config.fairness
 
     def intent_defaults(self):
-        """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings."""
+        """The :class:`sjf_core.settings._tenants.IntentDefaults` of these settings."""
         return self.config.defaults
 
     def promotion_settings(self):
-        """The :class:`sjf_core.config.PromotionSettings` of these settings."""
+        """The :class:`sjf_core.settings.PromotionSettings` of these settings."""
         return self.config.promotion
 
     def queue_key(self, url: Any) -> str:

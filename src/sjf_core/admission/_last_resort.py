@@ -36,7 +36,7 @@ import traceback
 from typing import Any, Callable
 
 from sjf_core._faults import describe, note_fault
-from sjf_core.admission._backend_url import normalise
+from sjf_core.settings import normalise
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueStats
 from sjf_core.admission._ledger import SlotLedger

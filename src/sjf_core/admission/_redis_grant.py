@@ -149,7 +149,7 @@ class RedisGrants:
         """The entry's supersede key as stored in Redis: a hash of it (never the key itself), or ""."""
         if not isinstance(entry.supersede, str) or not entry.supersede:
             return ""
-        from sjf_core.policy._tenants import hash_id
+        from sjf_core.settings import hash_id
 
         return hash_id("supersede", entry.supersede)
 

@@ -37,7 +37,7 @@ name                                        type       labels
 ``sjf_tenant_queue_wait_seconds``           histogram  backend, tenant: submit → dispatch per tenant
 =========================================  =========  ==============================================
 
-``tenant`` is the tenant id of :mod:`sjf_core.policy._tenants` (12 hex digits of a hash unless
+``tenant`` is the tenant id of :mod:`sjf_core.settings._tenants` (12 hex digits of a hash unless
 the configuration allows names); requests without a tenant are not counted per tenant.
 
 ``predicted_class`` is ``short``, ``medium``, ``long``, ``unscored`` (fail-open

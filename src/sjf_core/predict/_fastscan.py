@@ -10,7 +10,7 @@ the two implementations share one definition. Set ``SJF_NO_C_SCAN=1`` to force P
 
 from __future__ import annotations
 
-from sjf_core.config import native_scan_disabled
+from sjf_core.settings import native_scan_disabled
 
 __all__ = ["available", "fill"]
 

@@ -1,9 +1,10 @@
 """Building a :class:`~sjf_core.config.SchedulerConfig` from the ``raw`` mapping of
-:mod:`sjf_core._config_read`: each value parsed and checked once, here (the config
-boundary), into the typed settings the runtime takes as they are
-(:class:`~sjf_core.config.PromotionSettings`, :class:`~sjf_core.config.RedisSettings`,
-:class:`~sjf_core.admission._overload.OverloadConfig`, :class:`~sjf_core.admission._ratelimit.RateLimit`,
-:class:`~sjf_core.policy._tenants.Fairness`, :class:`~sjf_core.policy._tenants.IntentDefaults`).
+:mod:`sjf_core.config._read`: each value parsed and checked once, here (the config
+boundary), into the typed settings of the ground (:mod:`sjf_core.settings`) the runtime
+takes as they are. What a ground type cannot check alone, the room that owns it checks, asked
+from here: the promotion rules (:func:`sjf_core.policy.promotion.check_settings`), the live
+policies (:func:`sjf_core.policy._policies.check_live_policy`, ``make_policy``), the Redis
+store (:mod:`sjf_core.admission._redis_config`: its URL, what it can run).
 Raises ValueError naming the setting (the env var, or the file and its key).
 """
 
@@ -13,11 +14,10 @@ import dataclasses
 from types import MappingProxyType
 from typing import Any
 
-from sjf_core import _config_read as _r
-from sjf_core import _config_values as _v
-from sjf_core.admission._overload import OverloadConfig
-from sjf_core.admission._ratelimit import RateLimit
-from sjf_core.config import DISCONNECT_MODES, AdapterConfig, BackendConfig, PromotionSettings, RedisSettings
+from sjf_core.config import _read as _r
+from sjf_core.config import _values as _v
+from sjf_core.settings import (DISCONNECT_MODES, AdapterConfig, BackendConfig, OverloadConfig, PromotionSettings,
+                               RateLimit, RedisSettings)
 
 __all__ = ["build"]
 
@@ -68,14 +68,21 @@ def build(cls, raw: dict, where: dict, base: Any) -> Any:
 
 
 def _promotion(raw: dict, base: PromotionSettings, w: "_r.Where") -> PromotionSettings:
-    """The promotion settings of ``raw`` (its keys, or a ``policy_options`` map) over ``base``."""
+    """The promotion settings of ``raw`` (its keys, or a ``policy_options`` map) over ``base``,
+    checked by the rules (the policy room)."""
+    from sjf_core.policy.promotion import check_settings
+
     given: dict[str, Any] = {}
     for name, value in (raw.get("policy_options") or {}).items():
         given["rule" if name == "promotion" else name] = value
     for key, name, conv in _PROMOTION_KEYS:
         if raw.get(key) is not None:
             given[name] = w.conv(key, raw[key], conv)
-    return dataclasses.replace(base, **given) if given else base
+    if not given:
+        return base
+    settings = dataclasses.replace(base, **given)
+    check_settings(settings)
+    return settings
 
 
 def _switches(raw: dict, c: dict, w: "_r.Where") -> None:
@@ -95,9 +102,9 @@ def _validate(cfg: Any, w: "_r.Where") -> None:
     w.check(w.among("policy"), lambda: check_live_policy(cfg.policy))  # no yardstick on live traffic
     w.check(w.among("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s"), cfg.make_policy)
     if cfg.redis_url:
-        from sjf_core.admission._redis_config import check_runnable
+        from sjf_core.admission._redis_config import check_redis_url, check_runnable
 
-        w.check("redis_url", lambda: _v.redis_url(cfg.redis_url))
+        w.check("redis_url", lambda: check_redis_url(cfg.redis_url))
         w.check(w.among("redis_url", "redis", "policy", "promotion"), lambda: check_runnable(cfg.make_policy()))
     for key, b in cfg.backends.items():
         if b.on_disconnect is not None and b.on_disconnect not in DISCONNECT_MODES:

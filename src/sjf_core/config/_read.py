@@ -13,9 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from sjf_core.admission._backend_url import normalise
-from sjf_core.config import AUTO, DISCONNECT_MODES, check_slots  # noqa: F401  (AUTO, DISCONNECT_MODES: re-exported)
-from sjf_core.policy._tenants import IntentDefaults
+from sjf_core.settings import AUTO, IntentDefaults, check_slots, normalise
 
 RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
 _OFF = ("off", "0", "false", "no", "none")

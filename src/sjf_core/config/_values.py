@@ -1,49 +1,18 @@
 """Composite values of :mod:`sjf_core.config`: backends by queue key, tenant shares, intent
 defaults and the LiteLLM-plugin settings, built from the ``raw`` mapping of
-:mod:`sjf_core._config_read`. Each raises ValueError naming the setting.
+:mod:`sjf_core.config._read`. Each raises ValueError naming the setting.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
 
-from sjf_core._config_read import AUTO, DISCONNECT_MODES, Where, slots_value
-from sjf_core.admission._overload import OverloadConfig
-from sjf_core.admission._ratelimit import RateLimit
-from sjf_core.ext._labels import backend_label
-from sjf_core.policy._tenants import Fairness, IntentDefaults
+from sjf_core.config._read import Where, slots_value
+from sjf_core.settings import (AUTO, DISCONNECT_MODES, Fairness, IntentDefaults, OverloadConfig, RateLimit,
+                               backend_label)
 
-__all__ = ["merge_backends", "fairness", "intent_defaults", "adapter", "redis_url"]
-
-#: URL schemes redis-py connects with.
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-
-def _shown(url: str) -> str:
-    """``url`` for an error message, credentials (anything before an ``@``) hidden."""
-    return ("***@" + url.rsplit("@", 1)[1]) if "@" in url else url
-
-
-def redis_url(url: Any) -> str:
-    """A Redis URL redis-py can use, checked (its scheme, a numeric port).
-
-    Raises:
-        ValueError: what is wrong, with the URL's credentials hidden.
-    """
-    u = str(url).strip()
-    try:
-        parts = urlsplit(u)
-        parts.port  # noqa: B018 (parses the port: ValueError when it is not a number)
-    except ValueError:
-        raise ValueError(f"{_shown(u)!r} is not a valid Redis URL (is the port a number?)") from None
-    if parts.scheme.lower() not in REDIS_SCHEMES:
-        raise ValueError(f"{_shown(u)!r} has no Redis scheme: write redis://HOST:PORT/DB (or rediss://, unix://PATH), "
-                         f"e.g. redis://{_shown(u) if '://' not in u else 'localhost:6379'}/0")
-    if parts.scheme.lower() == "unix" and not parts.path:
-        raise ValueError(f"{_shown(u)!r} names no socket path: write unix:///path/to/redis.sock")
-    return u
+__all__ = ["merge_backends", "fairness", "intent_defaults", "adapter"]
 
 
 def merge_backends(out: dict, per_url: Mapping, env_slots: Mapping, queue_key: Callable[[Any], str], w: Where,
