@@ -23,12 +23,14 @@ from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._last_resort import LastResort
+from sjf_core.admission._pool_members import PoolRegistry
 from sjf_core.admission._ledger import attach_ledger
 from sjf_core.admission._stores import make_queue
 from sjf_core.admission._ticket import Ticket
 from sjf_core.config import SchedulerConfig
 from sjf_core.ext._hooks import install_plugins
 from sjf_core.ext._metrics import install_default_metrics
+from sjf_core.ext._pool_metrics import watch_pools
 from sjf_core.memory._core import handle_of
 from sjf_core.memory._prom import ensure_collector
 from sjf_core.policy._policies import Policy
@@ -232,10 +234,12 @@ class Scheduler:
 
     def pool(self, backends: Any):
         """The pool of these backends (URLs or keys): :mod:`sjf_core.admission._pool` (Redis: ``_pool_redis``)."""
-        from sjf_core.admission._pool_members import PoolRegistry
-
         with self._lock:
-            return (self.pools or PoolRegistry.of(self)).pool(backend_key(b) for b in backends)
+            if self.pools is None:
+                PoolRegistry.of(self)
+                if self.config.metrics:
+                    watch_pools(self.pools)  # the pools' Prometheus view (read at scrape time)
+            return self.pools.pool(backend_key(b) for b in backends)
 
     def ticket(
         self,

@@ -1,6 +1,6 @@
 """How the Redis store grants and frees a slot: enqueue script, ``BLPOP``, release script.
 
-:class:`RedisGrants` is the Redis store's :class:`~sjf_core.admission._base.GrantPath`, a
+:class:`RedisGrants` is the Redis store's :class:`~sjf_core.admission._ticket.GrantPath`, a
 collaborator of :class:`~sjf_core.admission._redis.RedisAdmissionQueue` given its host
 (:class:`~sjf_core.admission._redis_wire.RedisHost`) and heartbeat
 (:class:`~sjf_core.admission._redis_heartbeat.Heartbeat`); the ticket lifecycle itself is

@@ -77,6 +77,7 @@ import weakref
 from typing import Any
 
 from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core.admission._probe import watch_probes
 from sjf_core.ext._labels import (PREDICTOR_LATENCY_BUCKETS_S, QUEUE_WAIT_BUCKETS_S, backend_label, predicted_class,
                                   reason_label, true_class)
 from sjf_core.policy._entry import Entry
@@ -300,6 +301,7 @@ def install_default_metrics(listeners: list, enabled: bool = True) -> "Prometheu
     m = PrometheusMetrics()
     listeners.append(m)
     _default_installed = True
+    watch_probes(count_probe)  # the probes' counter, now that the default registry is in use
     return m
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sjf_core._faults import note_fault
@@ -51,33 +50,10 @@ from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
 from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
 from sjf_core.policy._tau import TauConfig, TauEstimator
 from sjf_core.policy.promotion import PromotionStrategy, build_rule, check_settings
+from sjf_core.predict._meta import RequestMeta
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 
 log = logging.getLogger("sjf_core.policy")
-
-
-@dataclass(frozen=True)
-class RequestMeta:
-    """Scheduling metadata read from a request (never its text).
-
-    Attributes:
-        max_tokens: the request's ``max_tokens`` / ``max_completion_tokens`` cap
-            (tokens), or None when absent or not a positive integer.
-        priority: caller priority; higher is served first (default 0).
-        deadline_s: relative deadline in seconds from arrival, or None.
-        explicit_priority: True when the request sent a priority (defaults apply
-            only when it did not, :class:`sjf_core.settings._tenants.IntentDefaults`).
-        tenant: tenant id (hashed, :mod:`sjf_core.settings._tenants`), or None (the shared tenant).
-        supersede: supersede key (``x-sjf-supersede``), or None: a newer request with
-            the same key, backend and tenant replaces this one while it is queued.
-    """
-
-    max_tokens: int | None = None
-    priority: int = 0
-    deadline_s: float | None = None
-    explicit_priority: bool = False
-    tenant: str | None = None
-    supersede: str | None = None
 
 
 #: The metadata of a request that sent none (read-only; shared by make_entry).
