@@ -16,7 +16,9 @@ Contract:
   ``queue:NAME``), ``OverloadConfig``, ``RateLimit``, ``Fairness``, ``IntentDefaults``. A
   check that needs a room's knowledge is asked of that room (the promotion rules, the live
   policies, what the Redis store can run). A bad value raises :class:`ValueError` naming the
-  setting (the env var, or the file and its key); an unknown key of the file is an error
+  setting (the env var, or the file and its key), and every problem is reported at once: the
+  build goes on past a bad value and raises :class:`SettingsError` (a ValueError) with all of
+  them and the warnings found meanwhile; an unknown key of the file is an error
   naming the closest known key, an unknown ``SJF_*`` variable a warning in ``warnings`` (with
   the closest known name); Redis and backend URLs must parse.
 
@@ -39,11 +41,12 @@ from sjf_core.settings import (AUTO, DEFAULT_POLICY, DEFAULT_PROBE_TIMEOUT_S, DE
                                RedisSettings, check_slots, memory_salt, native_scan_disabled, normalise)
 
 from sjf_core.config import _build, _read
+from sjf_core.config._where import SettingsError
 
 if TYPE_CHECKING:
     from sjf_core.policy._policies import Policy
 
-__all__ = ["SchedulerConfig", "BackendConfig", "AdapterConfig", "PromotionSettings", "RedisSettings", "AUTO",
+__all__ = ["SchedulerConfig", "SettingsError", "BackendConfig", "AdapterConfig", "PromotionSettings", "RedisSettings", "AUTO",
            "DISCONNECT_MODES", "FAIL_MODES", "native_scan_disabled", "memory_salt", "DEFAULT_POLICY", "DEFAULT_TAU",
            "DEFAULT_PROMOTION", "TAU_OFF_PROMOTION", "DEFAULT_PROBE_TIMEOUT_S", "DEFAULT_SHORT_SERVICE_S", "check_slots",
            "MEMORY_REDIS_OP_TIMEOUT_S", "MEMORY_REDIS_RETRY_S", "OverloadConfig", "RateLimit"]
@@ -106,15 +109,20 @@ class SchedulerConfig:
         """Defaults < ``$SJF_CONFIG`` file < ``SJF_*`` env vars (``environ``, default ``os.environ``).
 
         Raises:
-            ValueError: an unreadable file or a bad value (the message names the setting).
+            SettingsError: (a ValueError) an unreadable file or bad values: every problem
+                found, each message naming its setting, with the warnings found meanwhile.
         """
         env = os.environ if environ is None else environ
-        raw, where = {}, {}
+        raw, where, problems = {}, {}, []
         path = str(env.get("SJF_CONFIG") or "").strip()
         if path:
-            raw, where = _read.read_file(path)
-        _read.apply_env(raw, where, env)
+            try:
+                raw, where = _read.read_file(path)
+            except ValueError as exc:  # reported with the others; the environment is read all the same
+                problems.append(str(exc))
+        _read.apply_env(raw, where, env, problems)
         raw["read_warnings"] = _read.unknown_env(env)
+        raw["read_problems"] = problems
         return cls._build(raw, where)
 
     @classmethod
