@@ -18,7 +18,7 @@ parsed config.yaml, a dict) finds:
 ``run_startup_checks(settings)`` reads the config file the running proxy was started
 with (:func:`litellm_sjf._stream_pump.proxy_config_path`) and logs each warning once
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
-raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (no credentials).
+raises. Warnings name backends by :func:`sjf_core.backend_label` (no credentials).
 
 ``check_redis_in_background(settings)`` PINGs a configured Redis store once, off the start-up
 path, and logs one WARNING naming ``SJF_REDIS_URL`` when it cannot be reached.

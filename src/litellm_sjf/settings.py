@@ -45,7 +45,7 @@ env var                    file key                         meaning (default)
                                                             lost release; longer than a non-streamed answer)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
-                                                            :class:`sjf_core.admission._overload.OverloadConfig` fields, e.g.
+                                                            :class:`sjf_core.settings.OverloadConfig` fields, e.g.
                                                             ``{"max_queue_depth": 32}``; refusals become HTTP 429
                                                             with ``Retry-After`` (default: none)
 ``SJF_RATE_LIMIT``         ``rate_limit`` (also per         dispatch rate limit per backend, e.g. "60/min"

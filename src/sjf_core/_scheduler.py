@@ -274,7 +274,7 @@ class Scheduler:
 
     def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
              team: Any = None):
-        """The request's :class:`~sjf_core.policy._policies.RequestMeta`: what it sent
+        """The request's :class:`~sjf_core.predict._meta.RequestMeta`: what it sent
         (:func:`~sjf_core.predict._meta.request_meta`), its tenant (``fairness``) and the
         configured defaults for what it did not send. Never raises."""
         m = request_meta(body, headers)

@@ -48,7 +48,7 @@ class LocalAdmissionQueue(AdmissionQueue):
             many seconds is force-released (safety net for lost release hooks).
         clock: monotonic clock in seconds.
         listeners: :class:`QueueEvents` objects notified of queue events.
-        overload: overload limits (:class:`~sjf_core.admission._overload.OverloadConfig` or a
+        overload: overload limits (:class:`~sjf_core.settings.OverloadConfig` or a
             mapping of its fields), or None (no limit).
         rate_limit: maximum dispatch rate (:meth:`~sjf_core.settings._rate_limit.RateLimit.parse`:
             a number per second or "60/min"), or None.

@@ -41,7 +41,7 @@ class Entry:
             was granted a slot at once, with no order to decide; ``key``,
             ``klass`` and ``expected_tokens`` are then placeholders.
         tenant: tenant id (hashed) for fair shares, or None (the shared tenant).
-        supersede: supersede key (see :class:`~sjf_core.policy._policies.RequestMeta`), or None.
+        supersede: supersede key (see :class:`~sjf_core.predict._meta.RequestMeta`), or None.
         payload: adapter- or simulator-owned object (a future, a simulated job).
         evidence: the length memory's handle of this request (digests and numbers,
             no text; :mod:`sjf_core.memory`), fed with the answer tokens at completion.
