@@ -45,7 +45,7 @@ env var                    file key                         meaning (default)
                                                             lost release; longer than a non-streamed answer)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
-                                                            :class:`sjf_core.admission._overload.OverloadConfig` fields, e.g.
+                                                            :class:`sjf_core.settings.OverloadConfig` fields, e.g.
                                                             ``{"max_queue_depth": 32}``; refusals become HTTP 429
                                                             with ``Retry-After`` (default: none)
 ``SJF_RATE_LIMIT``         ``rate_limit`` (also per         dispatch rate limit per backend, e.g. "60/min"
@@ -181,15 +181,15 @@ class PluginSettings:
     retired = property(lambda self: list(self.config.adapter.retired))
 
     def fairness_config(self):
-        """The :class:`sjf_core.policy._tenants.Fairness` of these settings."""
+        """The :class:`sjf_core.settings._tenants.Fairness` of these settings."""
         return self.config.fairness
 
     def intent_defaults(self):
-        """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings."""
+        """The :class:`sjf_core.settings._tenants.IntentDefaults` of these settings."""
         return self.config.defaults
 
     def promotion_settings(self):
-        """The :class:`sjf_core.config.PromotionSettings` of these settings."""
+        """The :class:`sjf_core.settings.PromotionSettings` of these settings."""
         return self.config.promotion
 
     def queue_key(self, url: Any) -> str:

@@ -58,7 +58,7 @@ class PoolQueue:
         name: the pool's name for logs and status (its backends, joined).
         members: :class:`~sjf_core.admission._pool_members.LiveMember` objects (shared).
         policy: a :class:`~sjf_core.policy._policies.Policy` (the scheduler's).
-        fairness: a :class:`~sjf_core.policy._tenants.Fairness`, or None.
+        fairness: a :class:`~sjf_core.settings._tenants.Fairness`, or None.
         clock: monotonic seconds.
     """
 

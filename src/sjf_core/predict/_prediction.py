@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sjf_core.policy._entry import CLASS_NAMES
+from sjf_core.predict._classes import CLASS_NAMES
 
 #: Typical answer tokens of each class, used to turn class probabilities into an
 #: expected length when a model only gives probabilities (seed 003 "magnitude prior").

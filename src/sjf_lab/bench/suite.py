@@ -51,12 +51,13 @@ import urllib.request
 from pathlib import Path
 
 from sjf_lab.bench import report
+from sjf_lab.bench.report import repo_root
 from sjf_lab.bench import workload as wl
 from sjf_lab.bench.backend import EmulatorBackend, ExternalBackend
 from sjf_lab.bench.paths import ProxyPath, WrapperPath
 from sjf_lab.bench.policies import resolve
-from sjf_lab.bench.runner import BenchResult, Scenario, ScenarioResult, environment, pool, run_async
-from sjf_lab.bench.stats import RequestRecord, compare, service_stats, summarize, to_jsonable
+from sjf_lab.bench.runner import BenchResult, Scenario, environment, pool, run_async
+from sjf_lab.bench.stats import to_jsonable
 
 SECTIONS = ("burst", "burst-wrapper", "poisson", "replay", "real", "overhead", "queue")
 
@@ -72,15 +73,6 @@ OVERHEAD = dict(plugin_n=400, wrapper_n=600)
 QUEUE = dict(sizes="1000,10000,100000", ops=20000, repeat=3, promotions="default,strict,one-in-k")
 #: promotion rules whose cost grows with the queue: measured at small sizes only (they would take hours at 100k)
 QUEUE_SLOW = dict(sizes="1000,10000", ops=2000, repeat=1, promotions="aging", levels="pending", policies="sjf")
-
-
-def repo_root() -> Path:
-    """The repository root (where docs/ lives): the current directory if it has pyproject.toml,
-    else the checkout this package was installed from in editable mode."""
-    cwd = Path.cwd()
-    if (cwd / "pyproject.toml").is_file():
-        return cwd
-    return Path(__file__).resolve().parents[3]
 
 
 def data_dir() -> Path:
@@ -109,15 +101,6 @@ def _result_to_json(result: BenchResult, extra: dict | None = None) -> dict:
     if extra:
         d.update(extra)
     return d
-
-
-def _scenario_from_json(d: dict) -> ScenarioResult:
-    records = {k: [RequestRecord.from_dict(r) for r in v] for k, v in d["records"].items()}
-    sums = {k: summarize(v, k) for k, v in records.items()}
-    comps = compare(sums, records, fcfs="fcfs", oracle="oracle" if "oracle" in sums else None)
-    svc = d.get("service_times") or service_stats(records.get("fcfs", []))
-    return ScenarioResult(Scenario(d["name"], [], d.get("settings") or {}), records, sums, comps, svc,
-                          d.get("backend_stats") or {}, d.get("workload") or {}, d.get("wall_s") or 0.0)
 
 
 def _rounded(obj, digits: int = 4):
