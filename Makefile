@@ -43,6 +43,7 @@ test: test-suite test-openai3 test-litellm-newest
 
 test-suite: $(STAMP)
 	bash scripts/ensure_redis.sh
+	bash scripts/ensure_chromium.sh
 	bash scripts/with_redis.sh $(PY) -m pytest -q --durations=15
 
 # The newest openai 3.x needs Python >= 3.11 (httpx2); the wrapper's test file runs there too.
@@ -72,6 +73,7 @@ $(STAMPL): pyproject.toml setup.py scripts/litellm_proxy_deps.py
 	rm -f $(VENVL)/.installed-*; touch $@
 
 test-litellm-newest: $(STAMPL)
+	bash scripts/ensure_chromium.sh
 	$(PYL) -c 'from importlib.metadata import version as v; print("litellm", v("litellm"), "openai", v("openai"), "(kept by pip install -e .[litellm])")'
 	$(PYL) -m pytest -q --durations=5 $(LITELLM_NEWEST_TESTS)
 

@@ -46,7 +46,7 @@ KEYSTROKES = [f"def fib(n): return fib(n - 1) + fib(n - {i})  # {CANARY}" for i 
 TRACE = [{"prompt": HOLD, "answer_tokens": 5, "fault": "hold"}] + [
     {"prompt": p, "answer_tokens": n} for p, n in zip(BURST, ANSWERS)] + [
     {"prompt": k, "answer_tokens": 8} for k in KEYSTROKES]
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("SJF_TEST_CHROMIUM", "/usr/bin/chromium")  # scripts/ensure_chromium.sh installs it
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "sjf-status-page.png"
