@@ -20,8 +20,10 @@ PYL    := $(VENVL)/bin/python
 STAMPL := $(VENVL)/.installed-$(shell cat pyproject.toml setup.py scripts/litellm_proxy_deps.py | cksum | cut -d' ' -f1)
 LITELLM_NEWEST ?= litellm>=1.106.0,!=1.107.0
 # The core proxy tests: SJF order of a held burst, slots, release on every path, streams, τ,
-# 429 (test_litellm_plugin); the status route and page on the proxy port (test_litellm_ops).
-LITELLM_NEWEST_TESTS ?= tests/integration/test_litellm_plugin.py tests/integration/test_litellm_ops.py
+# 429 (test_litellm_plugin); the status route and page on the proxy port (test_litellm_ops); the
+# length of streamed Ollama answers, read from LiteLLM's chunks (test_litellm_ollama_streams).
+LITELLM_NEWEST_TESTS ?= tests/integration/test_litellm_plugin.py tests/integration/test_litellm_ops.py \
+	tests/integration/test_litellm_ollama_streams.py
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true

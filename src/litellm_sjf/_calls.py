@@ -78,11 +78,34 @@ def usage_tokens(obj: Any) -> int | None:
         usage = getattr(resp, "usage", None) if resp is not None else None
     if usage is None:
         return None
+    return _answer_tokens(usage)
+
+
+def _answer_tokens(usage: Any, least: int = 0) -> int | None:
     for name in ("completion_tokens", "output_tokens"):
         v = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= least:
             return v
     return None
+
+
+def stream_chunk_tokens(chunk: Any) -> int | None:
+    """Answer tokens carried by one chunk of a LiteLLM stream: its ``usage`` (the client asked
+    for ``stream_options.include_usage``, or the provider always sends it), else the usage
+    LiteLLM puts in the last chunk's ``_hidden_params`` when the client did not ask.
+
+    The hidden usage is how an Ollama stream (``ollama_chat/``, ``ollama/``) reports its
+    ``eval_count``: LiteLLM keeps the done line's counts out of the chunks the client sees and
+    sums the provider's usage into the last chunk's hidden params when it yields it. Read it
+    then, not later: after the stream ends LiteLLM may overwrite it with its own token count of
+    the text. A hidden count of 0 is LiteLLM's sum over no provider usage, so it means unknown.
+    None when neither is there."""
+    n = usage_tokens(chunk)
+    if n is not None:
+        return n
+    hidden = getattr(chunk, "_hidden_params", None)
+    usage = hidden.get("usage") if isinstance(hidden, Mapping) else None
+    return None if usage is None else _answer_tokens(usage, least=1)
 
 
 class CallRegistry:
