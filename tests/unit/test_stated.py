@@ -33,6 +33,7 @@ def chat(user: str, system: str | None = None) -> str:
     ("Write twenty-five words about snow.", "25 words"),
     ("Write between 200 and 250 words on sleep.", "200–250 words"),
     ("Write a five-page report on bees.", "5 pages"),
+    ("Write a 200-page novel about a detective.", "200 pages"),  # pages up to 100,000 words (issue 29)
     ("List 50 names for a bakery.", "50 items"),
     ("Write a tweet (max 280 characters) about our opening hours.", "≤ 280 characters"),
     ("Schreibe eine Geschichte mit höchstens 200 Wörtern über einen Hund.", "≤ 200 words"),
@@ -83,6 +84,8 @@ def test_vague_cues_only_shift(text, direction):
     "Why did you stop in the middle of a sentence?",               # "a sentence" without a request
     "Write a Python program that returns the top-5 words of a file.",
     "Every sentence has to end with punctuation, and I want to know how to check it in a regex engine.",
+    "Write a 700 page blog entry and comment on the dynamics of it.",  # over 100,000 words: no answer size
+    "Sarah reads a 120-page book, and each week she reads half of the rest. How many weeks?",  # material
 ])
 def test_no_size_where_none_is_asked(text):
     s = read_size(text)
