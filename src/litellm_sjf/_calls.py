@@ -34,7 +34,7 @@ class Call:
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
                  "ticket", "backend", "acquired_wall", "draining", "done", "released_at", "probe", "orphaned",
-                 "probe_task", "api_key", "team", "fault")
+                 "probe_task", "api_key", "team", "fault", "group", "deployment", "tenant_label")
 
     def __init__(self, cid: str, psr_id: int, endpoint: str, prediction: Any, meta_body: dict,
                  headers: dict | None, stream: bool):
@@ -59,6 +59,9 @@ class Call:
         self.api_key = None
         self.team = None
         self.fault: BaseException | None = None  # a pre-call fault: admitted through the gate
+        self.group: str | None = None  # LiteLLM's model group, once routed (the operator's view)
+        self.deployment: str | None = None  # the deployment's model, e.g. "ollama_chat/llama3"
+        self.tenant_label: str | None = None  # the key's alias or user id (litellm_sjf._labels)
 
     @property
     def running(self) -> bool:
@@ -212,6 +215,10 @@ class CallRegistry:
         return task
 
     # ---- status -------------------------------------------------------------------------
+    def live(self) -> list[Call]:
+        """Every call remembered now (a copy)."""
+        return [c for cs in list(self._calls.values()) for c in list(cs)]
+
     def snapshot(self) -> tuple[int, int]:
         """``(tracked calls, calls draining)``."""
         calls = [c for cs in list(self._calls.values()) for c in list(cs)]
