@@ -389,3 +389,47 @@ async def test_page_shows_the_pooled_waiters_and_the_model_names_during_a_pooled
             e.release_holds()
         await asyncio.gather(*holds, *tasks, return_exceptions=True)
     assert sum(e.stats()["max_in_flight"] for e in emus) == 2  # one at a time on each backend
+
+
+# ---- tenants named by LiteLLM's key alias / user id ----------------------------------------
+KEYED = [f"Keyed request {i} ({CANARY})" for i in range(4)]
+KEYED_TRACE = [{"prompt": HOLD, "answer_tokens": 5, "fault": "hold"}] + [{"prompt": k, "answer_tokens": 20}
+                                                                          for k in KEYED]
+
+
+async def test_waiters_show_the_key_alias_or_the_user_id_of_their_litellm_key():
+    """Virtual keys with an alias and a user id (LiteLLM's ``custom_auth``, no database): each
+    waiter's tenant is shown as its key's alias, else its user id, beside the hashed id; the
+    key itself and the prompt never."""
+    emu = EmulatorThread(tokens_per_s=2000, slots=1, trace_records=KEYED_TRACE)
+    cfg = readme_config(emu.base_url)
+    cfg["general_settings"]["custom_auth"] = "custom_auth_keys.user_api_key_auth"
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
+    p = LiteLLMProxy(cfg, env=env).start()
+    try:
+        async def ask(key: str, prompt: str) -> int:
+            async with openai.AsyncOpenAI(base_url=p.openai_base_url, api_key=key, max_retries=0, timeout=120) as c:
+                r = await c.chat.completions.create(model="local", messages=[{"role": "user", "content": prompt}])
+                return r.usage.completion_tokens
+
+        hold = asyncio.create_task(ask(p.master_key, HOLD))
+        await wait_until(lambda: emu.stats()["held"] == 1, timeout=120)
+        keys = ["sk-support-bot", "sk-nightly-job", "sk-support-bot", "sk-nightly-job"]
+        tasks = [asyncio.create_task(ask(k, q)) for k, q in zip(keys, KEYED)]
+        try:
+            await wait_until(lambda: _backend(_get(p, "/sjf/status", p.master_key).json(), emu)["waiting"] == 4, 60)
+            r = _get(p, "/sjf/status", p.master_key)
+            waiters = _backend(r.json(), emu)["queue"]["waiters"]
+            assert sorted(w["tenant_label"] for w in waiters) == ["support-bot", "support-bot", "u-nightly", "u-nightly"]
+            assert len({w["tenant"] for w in waiters}) == 2 and all(re.fullmatch(r"[0-9a-f]{12}", w["tenant"])
+                                                                    for w in waiters)
+            running = _backend(r.json(), emu)["queue"]["running"]
+            assert running[0]["tenant_label"] == "admin"  # the master key's user id
+            assert "sk-support-bot" not in r.text and "sk-nightly-job" not in r.text and CANARY[-12:] not in r.text
+        finally:
+            emu.release_holds()
+            assert await asyncio.gather(hold, *tasks) == [5, 20, 20, 20, 20]
+    finally:
+        p.stop()
+        emu.stop()
