@@ -2,7 +2,9 @@
 # `make test` runs the test suite (tests/unit and tests/integration, with a per-test timeout
 # from pyproject and the 15 slowest tests listed), starting a throw-away redis-server for it, then the
 # openai wrapper's tests again against the newest openai 3.x (`make test-openai3`) and the plugin's
-# proxy tests against the newest LiteLLM (`make test-litellm-newest`).
+# proxy tests against the newest LiteLLM (`make test-litellm-newest`). Each leg prints the versions it
+# ran first (scripts/versions.py); the suite's legs install redis-server and Debian's chromium when
+# they are missing (scripts/ensure_redis.sh, scripts/ensure_chromium.sh).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -46,6 +48,7 @@ test: test-suite test-openai3 test-litellm-newest
 test-suite: $(STAMP)
 	bash scripts/ensure_redis.sh
 	bash scripts/ensure_chromium.sh
+	$(PY) scripts/versions.py test-suite
 	bash scripts/with_redis.sh $(PY) -m pytest -q --durations=15
 
 # The newest openai 3.x needs Python >= 3.11 (httpx2); the wrapper's test file runs there too.
@@ -58,7 +61,7 @@ $(STAMP3): pyproject.toml setup.py
 	rm -f $(VENV3)/.installed-*; touch $@
 
 test-openai3: $(STAMP3)
-	$(PY3) -c 'import openai, httpx2; print("openai", openai.__version__, "on httpx2", httpx2.__version__)'
+	$(PY3) scripts/versions.py test-openai3
 	$(PY3) -m pytest -q --durations=15 tests/integration/test_openai_wrapper.py tests/integration/test_tenants_wrapper.py
 
 # `pip install -e ".[litellm]"` must keep the newest LiteLLM (and its openai 3.x): checked here.
@@ -76,7 +79,8 @@ $(STAMPL): pyproject.toml setup.py scripts/litellm_proxy_deps.py
 
 test-litellm-newest: $(STAMPL)
 	bash scripts/ensure_chromium.sh
-	$(PYL) -c 'from importlib.metadata import version as v; print("litellm", v("litellm"), "openai", v("openai"), "(kept by pip install -e .[litellm])")'
+	$(PYL) scripts/versions.py test-litellm-newest
+	@echo "make test-litellm-newest: litellm and openai as before pip install -e .[litellm]: $$(cat $(VENVL)/before.txt)"
 	$(PYL) -m pytest -q --durations=5 $(LITELLM_NEWEST_TESTS)
 
 clean:
