@@ -10,7 +10,7 @@ Contract:
   the same rows; a shipped model trained on the fixed split **has seen** 70 % of every
   family's prompts, which the report says next to its numbers.
 * Features of every distinct prompt are computed once per layout and cached under
-  ``cache_dir`` (default ``$SJF_CACHE_DIR`` or ``/work/cache/sjf``; never inside the repository).
+  ``cache_dir`` (default :func:`default_cache_dir`; never inside the repository).
 * Needs the ``train`` extra (xgboost). Returns plain dicts (JSON-serialisable after NaN cleaning).
 """
 
@@ -35,13 +35,15 @@ __all__ = ["Recipe", "RECIPES", "FeatureStore", "target_of", "fit_recipe", "run_
 
 
 def default_cache_dir() -> Path:
-    """``$SJF_CACHE_DIR``, else ``/work/cache/sjf`` when ``/work/cache`` exists, else ``~/.cache/sjf``."""
+    """``$SJF_CACHE_DIR``, else the user's cache directory for clairvoyant-sjf
+    (``platformdirs.user_cache_dir``: ``$XDG_CACHE_HOME/clairvoyant-sjf`` or
+    ``~/.cache/clairvoyant-sjf`` on Linux, ``~/Library/Caches/clairvoyant-sjf`` on macOS)."""
     env = os.environ.get("SJF_CACHE_DIR")
     if env:
         return Path(env)
-    if Path("/work/cache").is_dir():
-        return Path("/work/cache/sjf")
-    return Path.home() / ".cache" / "sjf"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("clairvoyant-sjf", appauthor=False))
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Accepted rows (one JSON object per line; other fields are ignored):
 
 * conversation logs: ``{"prompt": str, "response_tokens": int, "source"?: str, "model"?: str}``
-  (``../shared/data/conversations/*.jsonl``). ``source`` defaults to the file name stem.
+  (docs/data.md: the format and its public sources). ``source`` defaults to the file name stem.
 * production logs written by :class:`sjf_lab.training_log.TrainingLogWriter`:
   ``{"features": [float, ...] | "features_sparse": {...}, "layout": "v1"|"v2", "completion_tokens": int}``.
   They carry no prompt text; their group key is a hash of the feature vector.

@@ -104,6 +104,13 @@ class PoolQueue:
                 "in_flight": self.in_flight, "members": [m.status() for m in self.members],
                 "stats": dict(self.stats.__dict__)}
 
+    async def view(self, limit: int = 100) -> dict:
+        """Who waits in the pool, in dispatch order, and who is reserved for a member
+        (:func:`sjf_core.admission._view.pool_view`; no prompt text). Changes nothing."""
+        from sjf_core.admission._view import pool_view
+
+        return pool_view(self, limit=limit)
+
     # ---- admission ------------------------------------------------------------------------
     async def admit(self, prediction: Any, meta: Any, arrival: float | None,
                     make_ticket: Callable[[str], Any], timeout: float | None = None):

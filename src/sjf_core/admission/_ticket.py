@@ -147,6 +147,13 @@ class Ticket:
         return self.state in FINISHED_STATES
 
     @property
+    def view_id(self) -> Any:
+        """This request's ``id`` in its queue's :meth:`~AdmissionQueue.view` rows: the
+        waiter id Redis gave it (Redis store), else its entry's sequence number."""
+        rid = getattr(self.redis, "rid", None) if self.redis is not None else None
+        return rid if rid is not None else self.entry.seq
+
+    @property
     def wait_s(self) -> float:
         """Seconds spent queued (NaN until dispatched)."""
         return self.entry.dispatched_at - self.entry.arrival

@@ -28,8 +28,8 @@ overhead       added latency of the LiteLLM plugin and of the wrapper at zero co
 queue          ``benchmarks/queue_ops.py``: µs per enqueue + dispatch at 1k/10k/100k waiters
 =============  ==========================================================================
 
-Data: ShareGPT from ``$SJF_BENCH_DATA_DIR`` (default ``../shared/data/conversations``
-beside the repository), only prompts of the held-out test split by prompt of ``sjf train``
+Data: ``sharegpt.jsonl`` (docs/data.md: the format, its public source) from the folder
+``$SJF_BENCH_DATA_DIR``, else ``$SJF_DATA_DIR`` (a clear error when neither is set), only prompts of the held-out test split by prompt of ``sjf train``
 (the shipped predictor never trained on them). The real-backend section needs llama-cpp-python (its own
 virtualenv; see docs/benchmarks.md): ``$SJF_BENCH_LLAMA_PYTHON`` (default
 ``/opt/llama-venv/bin/python``), ``$SJF_BENCH_GGUF`` (default: the GGUF inside the
@@ -76,8 +76,12 @@ QUEUE_SLOW = dict(sizes="1000,10000", ops=2000, repeat=1, promotions="aging", le
 
 
 def data_dir() -> Path:
-    d = os.environ.get("SJF_BENCH_DATA_DIR")
-    return Path(d) if d else repo_root().parent / "shared" / "data" / "conversations"
+    """The folder of the conversation data: ``$SJF_BENCH_DATA_DIR``, else ``$SJF_DATA_DIR``."""
+    d = os.environ.get("SJF_BENCH_DATA_DIR") or os.environ.get("SJF_DATA_DIR")
+    if not d:
+        raise SystemExit("sjf bench --docs needs the conversation data (docs/data.md): set SJF_BENCH_DATA_DIR "
+                         "(or SJF_DATA_DIR) to the folder holding sharegpt.jsonl")
+    return Path(d)
 
 
 def _sharegpt() -> list[wl.Row]:
