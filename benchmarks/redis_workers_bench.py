@@ -90,7 +90,7 @@ async def warm_up(base_url: str, key: str, n: int) -> None:
 async def redis_counters(url: str, prefix: str, backend: str) -> dict:
     """Server-side counters of the shared queue (dispatched, promoted, expired, ...)."""
     from sjf_core.admission._redis import RedisAdmissionQueue
-from sjf_core.config import RedisSettings
+    from sjf_core.config import RedisSettings
 
     q = RedisAdmissionQueue(url, name=backend.rstrip("/"), options=RedisSettings(prefix=prefix))
     try:
