@@ -184,3 +184,43 @@ def test_the_fatal_line_names_every_problem_and_the_warnings_follow(capsys, capl
     warned = [r for r in caplog.records if r.name == "litellm_sjf" and r.levelname == "WARNING"]
     assert [r.getMessage() for r in warned] == ["litellm_sjf: unknown setting SJF_SLOT is ignored; "
                                                 "did you mean SJF_SLOTS?"]
+
+
+# ---- one file's problems all in one go (polish after issue 29) ---------------------------------
+def test_an_unknown_key_of_the_file_does_not_hide_the_bad_values_of_the_same_file(tmp_path):
+    """Before: the unknown key stopped the file's reading, its bad values came on the next start."""
+    f = tmp_path / "sjf.yaml"
+    f.write_text("polcy: fcfs\ntau: abc\nbackends:\n  http://localhost:11434: {slots: two, slotz: 3}\n"
+                 "tenants: {team-a: {weight: 2, wieght: 3}}\n")
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f), "SJF_MAX_WAIT_S": "-1", "SJF_SLOT": "2"})
+    problems = info.value.problems
+    assert problems[0] == f"SJF_CONFIG file {f}: unknown keys ['polcy'] ('polcy': did you mean 'policy'?)"
+    assert any(p.startswith(f"SJF_CONFIG file {f}: backend http://localhost:11434: unknown keys ['slotz']")
+               for p in problems), problems
+    assert any(p.startswith(f"SJF_CONFIG file {f}: tenant team-a: unknown keys ['wieght']") for p in problems)
+    assert f"bad SJF setting SJF_CONFIG file {f}: 'backends': slots of backend http://localhost:11434 (or 'auto') " \
+           "must be an integer >= 1, got 'two'" in problems
+    assert any(p.startswith(f"bad SJF setting SJF_CONFIG file {f}: 'tau': cannot parse tau='abc'") for p in problems)
+    assert any("SJF_MAX_WAIT_S" in p for p in problems)  # and the environment's, in the same go
+    assert len(problems) == 6, problems
+
+
+def test_from_file_reports_the_unknown_key_and_the_bad_values_together(tmp_path):
+    f = tmp_path / "sjf.yaml"
+    f.write_text("polcy: fcfs\nbackends: {http://localhost:11434: {slots: two}}\n")
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_file(str(f))
+    assert len(info.value.problems) == 2 and "'polcy'" in str(info.value) and "got 'two'" in str(info.value)
+
+
+@pytest.mark.parametrize("text, env, named, not_named", [
+    ("policy: sjf\ntau: abc\n", {}, "'tau': cannot parse tau='abc'", "'policy' / 'tau'"),
+    ("", {"SJF_POLICY": "sjf", "SJF_TAU": "abc"}, "bad SJF setting SJF_TAU: cannot parse", "SJF_POLICY"),
+])
+def test_a_bad_tau_names_tau_alone(tmp_path, text, env, named, not_named):
+    f = tmp_path / "sjf.yaml"
+    f.write_text(text)
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f), **env})
+    assert named in str(info.value) and not_named not in str(info.value), str(info.value)

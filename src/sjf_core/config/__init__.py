@@ -118,6 +118,7 @@ class SchedulerConfig:
         if path:
             try:
                 raw, where = _read.read_file(path)
+                problems += raw.pop("read_problems")  # the file's own, before the variables'
             except ValueError as exc:  # reported with the others; the environment is read all the same
                 problems.append(str(exc))
         _read.apply_env(raw, where, env, problems)
@@ -127,7 +128,8 @@ class SchedulerConfig:
 
     @classmethod
     def from_file(cls, path: str) -> "SchedulerConfig":
-        """Defaults < the YAML/JSON file at ``path``. Raises ValueError naming the bad key."""
+        """Defaults < the YAML/JSON file at ``path``. Raises ValueError (a :class:`SettingsError`
+        once the file parsed) naming every bad key."""
         raw, where = _read.read_file(path)
         return cls._build(raw, where)
 
