@@ -173,7 +173,7 @@ def test_a_policy_that_cannot_run_live_is_reported_once():
     assert len(info.value.problems) == 1 and "oracle" in str(info.value)
 
 
-def test_the_fatal_line_names_every_problem_and_the_warnings_follow(capsys, caplog):
+def test_the_fatal_line_names_every_problem_and_the_warnings_logged_before_it(capsys, caplog):
     from litellm_sjf._startup import fatal
 
     with pytest.raises(ValueError) as info:
@@ -181,9 +181,29 @@ def test_the_fatal_line_names_every_problem_and_the_warnings_follow(capsys, capl
     line = fatal(info.value)
     assert capsys.readouterr().err.splitlines() == [line]
     assert "SJF_REDIS_URL" in line and "SJF_SLOTS" in line and line.count("FATAL") == 1
+    assert line.endswith("; also: unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?")  # the warning too
     warned = [r for r in caplog.records if r.name == "litellm_sjf" and r.levelname == "WARNING"]
     assert [r.getMessage() for r in warned] == ["litellm_sjf: unknown setting SJF_SLOT is ignored; "
                                                 "did you mean SJF_SLOTS?"]
+
+
+def test_outside_the_proxy_start_up_the_error_is_raised_and_its_message_names_every_problem(monkeypatch):
+    """Outside LiteLLM's start-up (a script, this test) the process is not ended: the error is
+    raised, and its message, a traceback's last line, names the fatal problems and the warned
+    ones (before: only the fatal ones, SJF_SLOT's warning was in an earlier log line alone)."""
+    import litellm_sjf
+    from litellm_sjf._stream_pump import in_proxy_startup
+
+    monkeypatch.setenv("SJF_SLOTS", "0")
+    monkeypatch.setenv("SJF_SLOT", "2")
+    monkeypatch.setenv("SJF_ORPHAN_GRACE_S", "3")
+    monkeypatch.setattr(litellm_sjf, "_instance", None)
+    assert not in_proxy_startup()
+    with pytest.raises(ValueError) as info:
+        litellm_sjf._handler(start=True)
+    assert str(info.value).startswith("bad SJF setting SJF_SLOTS: ")
+    assert str(info.value).endswith("; also: unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?; "
+                                    "retired setting SJF_ORPHAN_GRACE_S is set and ignored")
 
 
 # ---- one file's problems all in one go (polish after issue 29) ---------------------------------
@@ -204,6 +224,7 @@ def test_an_unknown_key_of_the_file_does_not_hide_the_bad_values_of_the_same_fil
     assert any(p.startswith(f"bad SJF setting SJF_CONFIG file {f}: 'tau': cannot parse tau='abc'") for p in problems)
     assert any("SJF_MAX_WAIT_S" in p for p in problems)  # and the environment's, in the same go
     assert len(problems) == 6, problems
+    assert str(info.value).endswith("; also: unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?")
 
 
 def test_from_file_reports_the_unknown_key_and_the_bad_values_together(tmp_path):
