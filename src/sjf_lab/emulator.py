@@ -1,4 +1,4 @@
-"""A serial LLM backend emulator: a real OpenAI-compatible HTTP server (aiohttp).
+"""A serial LLM backend emulator: a real HTTP server (aiohttp) speaking the OpenAI API and Ollama's.
 
 It stands in for Ollama / llama.cpp / LM Studio in tests, the demo and benchmarks
 (DESIGN.md "Benchmark protocol"). It serves ``slots`` requests at a time (default 1);
@@ -433,8 +433,9 @@ class Emulator:
         await site.start()
         self.host = host
         self.port = site._server.sockets[0].getsockname()[1]
-        log.info("emulator on http://%s:%d/v1 (%s tok/s, %d slot(s), on_disconnect=%s)",
-                 host, self.port, self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
+        log.info("emulator on http://%s:%d/v1 (OpenAI API) and http://%s:%d (Ollama API: /api/chat, /api/generate, "
+                 "/api/tags) (%s tok/s, %d slot(s), on_disconnect=%s)", host, self.port, host, self.port,
+                 self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
         return self.port
 
     async def stop(self) -> None:
