@@ -91,26 +91,32 @@ def default_prompts() -> list[DemoPrompt]:
 def pick_from_data(path: str | Path, n_short: int, n_long: int, seed: int = 0,
                    max_chars: int = 20000, split: str = "all") -> list[DemoPrompt]:
     """Draw ``n_short`` Short and ``n_long`` Long prompts (distinct texts) from a JSONL file
-    of ``{"prompt": str, "response_tokens": int}``. ``split="test"`` keeps only prompts in
-    the held-out test split of ``sjf train`` (:func:`sjf_lab.train_data.split_of`).
+    of ``{"prompt": str, "response_tokens": int}`` (or ``answer_tokens`` / ``completion_tokens``:
+    :mod:`sjf_lab.data_rows`). ``split="test"`` keeps only prompts in the held-out test split of
+    ``sjf train`` (:func:`sjf_lab.train_data.split_of`).
 
     Raises:
-        ValueError: the file has fewer usable Short or Long prompts than asked for.
+        ValueError: the file has fewer usable Short or Long prompts than asked for (none at
+            all: the message says what a row needs).
     """
-    from sjf_lab.train_data import prompt_key, split_of
+    from sjf_lab.data_rows import answer_tokens_of
+    from sjf_lab.train_data import no_rows_message, prompt_key, split_of
 
-    shorts, longs, seen = [], [], set()
+    shorts, longs, seen, usable = [], [], set(), 0
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            t, n = r.get("prompt"), r.get("response_tokens", r.get("answer_tokens"))
+            if not isinstance(r, dict):
+                continue
+            t, n = r.get("prompt"), answer_tokens_of(r)
             if not isinstance(t, str) or not t.strip() or len(t) > max_chars or t in seen:
                 continue
             if isinstance(n, bool) or not isinstance(n, (int, float)) or n < 1:
                 continue
+            usable += 1
             if split != "all" and split_of(prompt_key(t)) != split:
                 continue
             seen.add(t)
@@ -118,6 +124,8 @@ def pick_from_data(path: str | Path, n_short: int, n_long: int, seed: int = 0,
                 shorts.append(DemoPrompt(t, int(n)))
             elif n >= LONG_MIN:
                 longs.append(DemoPrompt(t, int(n)))
+    if not usable:
+        raise ValueError(no_rows_message([path]))
     return draw(shorts, longs, n_short, n_long, seed, f"{path}: only {{}} Short and {{}} Long usable prompts in "
                 f"split {split!r}")
 

@@ -26,7 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8001, help="port (0 = a free port; default 8001)")
     p.add_argument("--trace", default=None,
-                   help="JSONL trace: {prompt|sha256, answer_tokens|response_tokens[, fault]}, or 'demo' (the prompts "
+                   help="JSONL trace: {prompt|sha256, answer_tokens|response_tokens|completion_tokens[, fault]}, or "
+                        "'demo' (the prompts "
                         "of `sjf demo` with their answer lengths). Without one, answer lengths are random")
     p.add_argument("--tokens-per-s", type=float, default=200.0, help="generation rate per slot, tokens/s (default 200)")
     p.add_argument("--slots", type=int, default=1, help="requests generated at once; the rest wait FIFO (default 1)")
