@@ -45,7 +45,7 @@ from sjf_core.predict._prediction import Prediction# noqa: E402
 from sjf_core.predict._predictor import load_predictor# noqa: E402
 from sjf_core.predict._rank_metrics import ranking_accuracy# noqa: E402
 from sjf_core._scheduler import Scheduler# noqa: E402
-from sjf_lab.data_rows import answer_tokens_of
+from sjf_lab.data_rows import answer_tokens_of  # noqa: E402
 from sjf_lab.sim import appmix# noqa: E402
 from sjf_lab.sim.engine import simulate# noqa: E402
 from sjf_lab.sim.workload import Workload# noqa: E402
