@@ -22,8 +22,8 @@ Contract:
   naming the closest known key, an unknown ``SJF_*`` variable a warning in ``warnings`` (with
   the closest known name); Redis and backend URLs must parse.
 
-Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`,
-``docs/operations.md``) but the two process-wide switches read at use time
+Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`;
+for users, every one with its default: ``examples/litellm_config.yaml``, checked by a test) but the two process-wide switches read at use time
 (:func:`native_scan_disabled`, :func:`memory_salt`, in :mod:`sjf_core.settings._switches`).
 The ground's names are re-exported here (``from sjf_core.config import PromotionSettings``).
 """

@@ -77,7 +77,7 @@ def unknown_env(env: Mapping[str, str]) -> list[str]:
             continue
         best = closest(name, KNOWN_ENV, "SJF_")
         out.append(f"unknown setting {name} is ignored" + (f"; did you mean {best}?" if best else
-                                                          " (the settings: docs/operations.md)"))
+                                                          " (every setting: examples/litellm_config.yaml)"))
     return out
 
 
