@@ -23,9 +23,10 @@ STAMPL := $(VENVL)/.installed-$(shell cat pyproject.toml setup.py scripts/litell
 LITELLM_NEWEST ?= litellm>=1.106.0,!=1.107.0
 # The core proxy tests: SJF order of a held burst, slots, release on every path, streams, τ,
 # 429 (test_litellm_plugin); the status route and page on the proxy port (test_litellm_ops); the
-# length of streamed Ollama answers, read from LiteLLM's chunks (test_litellm_ollama_streams).
+# length of streamed Ollama answers, read from LiteLLM's chunks (test_litellm_ollama_streams); a bad
+# setting ends the start-up with the FATAL line last, no traceback (test_startup_messages).
 LITELLM_NEWEST_TESTS ?= tests/integration/test_litellm_plugin.py tests/integration/test_litellm_ops.py \
-	tests/integration/test_litellm_ollama_streams.py
+	tests/integration/test_litellm_ollama_streams.py tests/integration/test_startup_messages.py
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true

@@ -45,6 +45,7 @@ from sjf_core.predict._prediction import Prediction# noqa: E402
 from sjf_core.predict._predictor import load_predictor# noqa: E402
 from sjf_core.predict._rank_metrics import ranking_accuracy# noqa: E402
 from sjf_core._scheduler import Scheduler# noqa: E402
+from sjf_lab.data_rows import answer_tokens_of  # noqa: E402
 from sjf_lab.sim import appmix# noqa: E402
 from sjf_lab.sim.engine import simulate# noqa: E402
 from sjf_lab.sim.workload import Workload# noqa: E402
@@ -206,7 +207,7 @@ def section_d(base: Base, files=("alpaca_eval", "arena_hard_v0_1", "arena_bench_
         with open(DATA / f"{fname}.jsonl", encoding="utf-8") as f:
             for line in f:
                 d = json.loads(line)
-                p, t, m = d.get("prompt"), d.get("response_tokens"), d.get("model")
+                p, t, m = d.get("prompt"), answer_tokens_of(d), d.get("model")
                 if isinstance(p, str) and p.strip() and len(p) <= max_chars and isinstance(t, (int, float)) and m:
                     by_model[m].append((p, int(t)))
         res = []

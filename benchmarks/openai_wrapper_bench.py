@@ -76,16 +76,17 @@ def pct(xs, q: float) -> float:
 
 def load_sample(path: Path, n_short: int, n_long: int, seed: int, max_chars: int, split: str = "test"):
     """Distinct prompts of the held-out ``split`` (the shipped predictor never trained on them)."""
+    from sjf_lab.data_rows import why_unusable, answer_tokens_of
     from sjf_lab.train_data import prompt_key, split_of
 
     rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
-    rows = [r for r in rows if isinstance(r.get("prompt"), str) and r["prompt"].strip() and len(r["prompt"]) <= max_chars
+    rows = [dict(r, tokens=answer_tokens_of(r)) for r in rows if why_unusable(r) is None and len(r["prompt"]) <= max_chars
             and (split == "all" or split_of(prompt_key(r["prompt"])) == split)]
     rows = list({r["prompt"]: r for r in rows}.values())
     rng = random.Random(seed)
-    shorts = rng.sample([r for r in rows if r["response_tokens"] < 200], n_short)
-    longs = rng.sample([r for r in rows if r["response_tokens"] >= 800], n_long)
-    return [{"prompt": r["prompt"], "tokens": int(r["response_tokens"]), "klass": k}
+    shorts = rng.sample([r for r in rows if r["tokens"] < 200], n_short)
+    longs = rng.sample([r for r in rows if r["tokens"] >= 800], n_long)
+    return [{"prompt": r["prompt"], "tokens": int(r["tokens"]), "klass": k}
             for k, group in (("short", shorts), ("long", longs)) for r in group]
 
 

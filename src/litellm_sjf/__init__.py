@@ -14,7 +14,9 @@ are held and released: :mod:`litellm_sjf.handler`.
 Importing this package builds nothing and does not import LiteLLM (nor, through it,
 aiohttp): :class:`SJFHandler` subclasses LiteLLM's ``CustomLogger`` and loads on first
 access. :data:`proxy_handler_instance` is made on first access (LiteLLM's, when it loads its callbacks at proxy start-up): the settings are read
-then (ValueError on bad settings) and :meth:`SJFHandler.start` runs once.
+then and :meth:`SJFHandler.start` runs once. Bad settings: in the proxy's start-up, one FATAL
+line naming every problem and the process ends (status 3, no traceback); elsewhere a ValueError
+with the same message.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def _handler(start: bool) -> "SJFHandler":
         if _instance is None:
             try:
                 _instance = SJFHandler()
-            except ValueError as exc:  # a bad setting: one short line first, then LiteLLM's traceback
-                from ._startup import fatal
+            except ValueError as exc:  # a bad setting: the FATAL line naming every problem, and
+                from ._startup import end_failed_start, fatal  # in the proxy's start-up, the end
 
                 fatal(exc)
+                end_failed_start()
                 raise
         inst = _instance
     if start:

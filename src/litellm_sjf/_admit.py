@@ -254,7 +254,8 @@ class Admission:
                 t.release(None)  # re-run on another backend: hand the old slot back
                 self.stats.released_rerun += 1
         ticket = sched.ticket(backend, call.meta_body, call.endpoint, call.headers, arrival=call.arrival,
-                              prediction=call.prediction, api_key=call.api_key, team=call.team)
+                              prediction=call.prediction, api_key=call.api_key, team=call.team,
+                              request_id=call.request_id)
         call.ticket = ticket
         call.backend = backend
         self.named(call, kwargs)
@@ -264,8 +265,9 @@ class Admission:
         """Note the call's model names and tenant label for the operator's view. Never raises."""
         try:
             call.group, call.deployment = deployment_names(kwargs)
-            self.labels.backend_seen(call.backend, call.group, call.deployment)
-            self.labels.ticket_seen(call.ticket, call.group)
+            api_base = kwargs.get("api_base") if isinstance(kwargs, Mapping) else None
+            self.labels.backend_seen(call.backend, call.group, call.deployment, api_base)
+            self.labels.ticket_seen(call.ticket, call.group, call.stream)
             entry = getattr(call.ticket, "entry", None)
             self.labels.tenant_seen(getattr(entry, "tenant", None), call.tenant_label)
         except Exception:

@@ -15,6 +15,7 @@ read from another thread (the status server).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from typing import Any, Mapping
 
@@ -34,7 +35,7 @@ class Call:
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
                  "ticket", "backend", "acquired_wall", "draining", "done", "released_at", "probe", "orphaned",
-                 "probe_task", "api_key", "team", "fault", "group", "deployment", "tenant_label")
+                 "probe_task", "api_key", "team", "fault", "group", "deployment", "tenant_label", "request_id")
 
     def __init__(self, cid: str, psr_id: int, endpoint: str, prediction: Any, meta_body: dict,
                  headers: dict | None, stream: bool):
@@ -62,12 +63,19 @@ class Call:
         self.group: str | None = None  # LiteLLM's model group, once routed (the operator's view)
         self.deployment: str | None = None  # the deployment's model, e.g. "ollama_chat/llama3"
         self.tenant_label: str | None = None  # the key's alias or user id (litellm_sjf._labels)
+        self.request_id = request_id_of(cid)  # its one id on the status, from a pool to its backend
 
     @property
     def running(self) -> bool:
         """True while its ticket holds a slot."""
         t = self.ticket
         return t is not None and t.running
+
+
+def request_id_of(cid: Any) -> str:
+    """The request's id on the status: 8 hex digits of the SHA-256 of LiteLLM's call id (a
+    short, stable name for the operator; a retry or fallback keeps its first call's)."""
+    return hashlib.sha256(str(cid).encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def usage_tokens(obj: Any) -> int | None:

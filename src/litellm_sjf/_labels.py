@@ -10,12 +10,16 @@ Contract (no prompt text, ever; bounded memory; never raises on request data):
 * :func:`deployment_names(kwargs) <deployment_names>` — ``(model group, deployment model)``
   of a deployment call (LiteLLM's ``metadata.model_group`` and the call's ``model``, e.g.
   ``("llama3", "ollama_chat/llama3")``).
-* :class:`OpsLabels` remembers, for the status: per backend key the model names seen on it,
-  per pool name its model group, and per tenant id its label (the most recent
-  :data:`MAX_TENANTS`). :meth:`OpsLabels.annotate` adds them to a live status document:
-  ``backends[k]["models"]`` (``[{"group", "deployment"}]``), ``pools[i]["model_group"]``,
-  ``tenant_labels`` ({tenant id: label}), and each queue row's ``tenant_label`` and
-  ``model`` (the request's model group, when its call is known).
+* :class:`OpsLabels` remembers, for the status: per backend key the model names and the
+  ``api_base`` spellings seen on it (as configured, e.g. ``http://localhost:11434`` for the
+  queue key ``http://127.0.0.1:11434/v1``; without credentials), per pool name its model
+  group, and per tenant id its label (the most recent :data:`MAX_TENANTS`).
+  :meth:`OpsLabels.annotate` adds them to a live status document: ``backends[k]["models"]``
+  (``[{"group", "deployment"}]``), ``backends[k]["api_bases"]``, ``pools[i]["model_group"]``,
+  ``tenant_labels`` ({tenant id: label}), and each queue row's ``tenant_label``, ``model``
+  (the request's model group, when its call is known) and ``request_id`` (the call's, where the
+  store's row lacks it: a Redis row). :meth:`OpsLabels.describe` gives a completed entry's
+  model group and whether it was streamed (the recent completions).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import logging
 import weakref
 from typing import Any, Iterable, Mapping
 
-from sjf_core import note_fault
+from sjf_core import backend_label, note_fault
 
 log = logging.getLogger("litellm_sjf")
 
@@ -74,36 +78,41 @@ class OpsLabels:
 
     def __init__(self) -> None:
         self._models: dict[str, dict[tuple, None]] = {}
+        self._api_bases: dict[str, dict[str, None]] = {}
         self._pool_groups: dict[str, str] = {}
         self._tenants: collections.OrderedDict[str, str] = collections.OrderedDict()
-        self._by_ticket: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ticket -> model group
+        self._by_ticket: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ticket -> (group, streamed)
 
-    def ticket_seen(self, ticket: Any, group: str | None) -> None:
-        """``ticket`` (a pool's: its member's) serves model ``group``; forgotten with the ticket."""
+    def ticket_seen(self, ticket: Any, group: str | None, streamed: bool | None = None) -> None:
+        """``ticket`` (a pool's: its member's) serves model ``group``, a stream or not;
+        forgotten with the ticket."""
         ticket = getattr(ticket, "member", ticket)
-        if group is not None and ticket is not None:
+        if ticket is not None and (group is not None or streamed is not None):
             try:
-                self._by_ticket[ticket] = group
-            except TypeError:  # a ticket that takes no weak reference: its completions keep no model name
+                self._by_ticket[ticket] = (group, streamed)
+            except TypeError:  # a ticket that takes no weak reference: its completions keep no names
                 pass
 
-    def group_of(self, entry: Any) -> str | None:
-        """The model group of a queue entry's request (its ``payload`` is its ticket), or None."""
+    def describe(self, entry: Any) -> dict:
+        """``{"model", "streamed"}`` of a queue entry's request (its ``payload`` is its
+        ticket); None for what is not known."""
         payload = getattr(entry, "payload", None)
         try:
-            return self._by_ticket.get(payload) if payload is not None else None
+            group, streamed = self._by_ticket.get(payload, (None, None)) if payload is not None else (None, None)
         except TypeError:
-            return None
+            group, streamed = None, None
+        return {"model": group, "streamed": streamed}
 
-    def backend_seen(self, backend: str | None, group: str | None, deployment: str | None) -> None:
-        """A call of model ``group`` (deployment ``deployment``) was queued on ``backend``."""
-        if backend is None or (group is None and deployment is None):
+    def backend_seen(self, backend: str | None, group: str | None, deployment: str | None,
+                     api_base: Any = None) -> None:
+        """A call of model ``group`` (deployment ``deployment``, its ``api_base`` as configured)
+        was queued on ``backend``."""
+        if backend is None:
             return
-        seen = self._models.setdefault(backend, {})
-        seen.pop((group, deployment), None)
-        seen[(group, deployment)] = None
-        while len(seen) > MAX_MODELS:
-            del seen[next(iter(seen))]
+        if isinstance(api_base, str) and api_base.strip():
+            _remember(self._api_bases.setdefault(backend, {}), backend_label(api_base.strip()))
+        if group is not None or deployment is not None:
+            _remember(self._models.setdefault(backend, {}), (group, deployment))
 
     def pool_seen(self, pool_name: str, group: str | None) -> None:
         """The pool ``pool_name`` serves model group ``group``."""
@@ -124,9 +133,9 @@ class OpsLabels:
         by_row = {}
         for c in calls:
             t = getattr(c, "ticket", None)
-            if t is not None and c.group is not None:
+            if t is not None:
                 try:
-                    by_row[(c.backend, t.view_id)] = c.group
+                    by_row[(c.backend, t.view_id)] = c
                 except Exception:  # a ticket of another kind: its row keeps no model name
                     note_fault(log, "litellm_sjf: a request's row id unreadable; its row shows no model name",
                                level=logging.DEBUG)
@@ -134,17 +143,29 @@ class OpsLabels:
         doc["tenant_labels"] = labels
         for key, b in (doc.get("backends") or {}).items():
             b["models"] = [{"group": g, "deployment": d} for g, d in self._models.get(key, {})]
+            b["api_bases"] = list(self._api_bases.get(key, {}))
             self._rows(b.get("queue"), labels, lambda rid, k=key: by_row.get((k, rid)))
         for p in doc.get("pools") or []:
             p["model_group"] = self._pool_groups.get(p.get("name"))
-            self._rows(p.get("queue"), labels, lambda rid, g=p["model_group"]: g)
+            self._rows(p.get("queue"), labels, lambda rid: None, p["model_group"])
         return doc
 
     @staticmethod
-    def _rows(view: Any, labels: dict, model) -> None:
+    def _rows(view: Any, labels: dict, call_of, group: str | None = None) -> None:
         if not isinstance(view, dict):
             return
         for name in ("running", "waiters", "reserved"):
             for row in view.get(name) or []:
                 row["tenant_label"] = labels.get(row.get("tenant"))
-                row["model"] = model(row.get("id"))
+                call = call_of(row.get("id"))
+                row["model"] = getattr(call, "group", None) if call is not None else group
+                if row.get("request_id") is None:  # a store that keeps no id (Redis): the call's
+                    row["request_id"] = getattr(call, "request_id", None)
+
+
+def _remember(seen: dict, item: Any) -> None:
+    """Put ``item`` last in the ordered set ``seen``, keeping the newest :data:`MAX_MODELS`."""
+    seen.pop(item, None)
+    seen[item] = None
+    while len(seen) > MAX_MODELS:
+        del seen[next(iter(seen))]

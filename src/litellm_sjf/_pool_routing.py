@@ -175,7 +175,7 @@ class PoolRouting:
                     members[key].health_check = health_check(probe_target(_params(ds[0])))
         if pool is None:
             return None
-        meta = sched.meta(next(iter(groups)), call.meta_body, call.headers, call.api_key, call.team)
+        meta = sched.meta(next(iter(groups)), call.meta_body, call.headers, call.api_key, call.team, call.request_id)
         labels = self.admission.labels  # the operator's view: the pool's model group, the tenant's label
         group = model if isinstance(model, str) and model else None
         labels.pool_seen(pool.name, group)
@@ -183,7 +183,8 @@ class PoolRouting:
 
         def make_ticket(key: str):
             return sched.ticket(key, call.meta_body, call.endpoint, call.headers, arrival=call.arrival,
-                                prediction=call.prediction, api_key=call.api_key, team=call.team)
+                                prediction=call.prediction, api_key=call.api_key, team=call.team,
+                                request_id=call.request_id)
 
         try:
             ticket = await pool.admit(call.prediction, meta, call.arrival, make_ticket)
@@ -200,10 +201,11 @@ class PoolRouting:
             return None
         call.ticket, call.backend = ticket, ticket.queue.name
         call.probe = probe_target(_params(groups[call.backend][0]))
-        deployment = _params(groups[call.backend][0]).get("model")
+        params = _params(groups[call.backend][0])
+        deployment = params.get("model")
         call.group, call.deployment = group, (deployment if isinstance(deployment, str) else None)
-        labels.backend_seen(call.backend, group, call.deployment)
-        labels.ticket_seen(ticket, group)
+        labels.backend_seen(call.backend, group, call.deployment, params.get("api_base"))
+        labels.ticket_seen(ticket, group, call.stream)
         call.acquired_wall = time.time()
         self.stats.admitted += 1
         self.stats.pooled += 1

@@ -46,9 +46,12 @@ log = logging.getLogger("litellm_sjf")
 STATUS_PATH = "/sjf/status"
 PAGE_PATH = "/sjf/"
 _CHALLENGE = (b"www-authenticate", b'Basic realm="clairvoyant-sjf", charset="UTF-8"')
-_NO_KEY = json.dumps({"error": {"message": "Authentication Error, No api key passed in. /sjf/ needs the proxy's "
-                                           "master key or an admin key", "type": "auth_error", "param": None,
-                                "code": "401"}}).encode()
+
+
+def _no_key(path: str) -> bytes:
+    """The 401 body for a request to ``path`` that carries no key (the route asked for named)."""
+    msg = f"Authentication Error, No api key passed in. {path} needs the proxy's master key or an admin key"
+    return json.dumps({"error": {"message": msg, "type": "auth_error", "param": None, "code": "401"}}).encode()
 
 
 @lru_cache(maxsize=1)
@@ -87,19 +90,20 @@ def _judged_by_litellm(headers: list, names: frozenset[bytes]) -> bool:
     return any((name in names or name == extra) and value.strip() for name, value in headers)
 
 
-async def _refuse(send, challenge: bool) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(_NO_KEY)).encode())]
+async def _refuse(send, challenge: bool, path: str) -> None:
+    body = _no_key(path)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 401, "headers": headers + ([_CHALLENGE] if challenge else [])})
-    await send({"type": "http.response.body", "body": _NO_KEY})
+    await send({"type": "http.response.body", "body": body})
 
 
-def _refused_body(original: bytes) -> bytes:
-    """The 401 body for a key LiteLLM's check refused, quoting LiteLLM's own message."""
+def _refused_body(original: bytes, path: str = PAGE_PATH) -> bytes:
+    """The 401 body for a key LiteLLM's check refused on ``path``, quoting LiteLLM's own message."""
     try:
         said = str((json.loads(original or b"{}").get("error") or {}).get("message") or "")
     except (ValueError, AttributeError):
         said = original[:200].decode("utf-8", "replace")
-    msg = "Authentication Error: the key was refused. /sjf/ needs the proxy's master key or an admin key"
+    msg = f"Authentication Error: the key was refused. {path} needs the proxy's master key or an admin key"
     return json.dumps({"error": {"message": msg + (f" (LiteLLM's key check said: {said})" if said else ""),
                                  "type": "auth_error", "param": None, "code": "401"}}).encode()
 
@@ -110,8 +114,8 @@ class _RefusedKey:
     that is not the master key), so it goes out as 401 with a message that says so (and, on
     the page, the Basic challenge, so that a browser asks again). Other answers pass as they are."""
 
-    def __init__(self, send: Any, challenge: bool):
-        self.send, self.challenge = send, challenge
+    def __init__(self, send: Any, challenge: bool, path: str = PAGE_PATH):
+        self.send, self.challenge, self.path = send, challenge, path
         self.start: dict | None = None  # the held response start of a refusal
         self.body = b""
 
@@ -125,17 +129,18 @@ class _RefusedKey:
         self.body += message.get("body", b"")
         if message.get("more_body"):
             return
-        body = _refused_body(self.body)
+        body = _refused_body(self.body, self.path)
         headers = [(k, v) for k, v in self.start.get("headers", []) if k.lower() not in (b"content-length", b"content-type")]
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await self.send(dict(self.start, status=401, headers=headers + ([_CHALLENGE] if self.challenge else [])))
         await self.send({"type": "http.response.body", "body": body})
 
 
-def with_basic_auth(inner: Any, challenge: bool, names: frozenset[bytes]) -> Any:
-    """ASGI app around a route's own: no key at all → 401; ``Authorization: Basic`` becomes
-    ``Bearer <password>`` before LiteLLM's key check reads it; a refused key → 401
-    (:class:`_RefusedKey`); with ``challenge``, a 401 asks for Basic credentials."""
+def with_basic_auth(inner: Any, challenge: bool, names: frozenset[bytes], path: str = PAGE_PATH) -> Any:
+    """ASGI app around the route ``path``'s own: no key at all → 401; ``Authorization: Basic``
+    becomes ``Bearer <password>`` before LiteLLM's key check reads it; a refused key → 401
+    (:class:`_RefusedKey`); with ``challenge``, a 401 asks for Basic credentials. Each 401's
+    message names ``path``, the route asked for."""
 
     async def app(scope, receive, send):
         headers = []
@@ -145,10 +150,10 @@ def with_basic_auth(inner: Any, challenge: bool, names: frozenset[bytes]) -> Any
                 value = b"Bearer " + key if key is not None else value
             headers.append((name, value))
         if not _judged_by_litellm(headers, names):
-            await _refuse(send, challenge)
+            await _refuse(send, challenge, path)
             return
         scope = dict(scope, headers=headers)
-        await inner(scope, receive, _RefusedKey(send, challenge))
+        await inner(scope, receive, _RefusedKey(send, challenge, path))
 
     return app
 
@@ -209,7 +214,7 @@ def mount_status_routes(handler: Any) -> bool:
         routes, names = [], key_headers(auth)
         for path, endpoint, challenge in ((STATUS_PATH, sjf_status, False), (PAGE_PATH, sjf_page, True)):
             route = APIRoute(path, endpoint, methods=["GET"], dependencies=[Depends(auth)], include_in_schema=False)
-            route.app = with_basic_auth(route.app, challenge, names)
+            route.app = with_basic_auth(route.app, challenge, names, path)
             routes.append(route)
         app.router.routes[:0] = routes
         log.debug("litellm_sjf: status routes mounted at %s", PAGE_PATH)  # the start-up line names them

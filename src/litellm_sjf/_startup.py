@@ -25,14 +25,16 @@ path, and logs one WARNING naming ``SJF_REDIS_URL`` when it cannot be reached.
 
 ``startup_line(settings)`` is the one INFO line logged when the plugin is loaded: its
 effective policy, guard, slots per backend, memory on/off, store and where its status is
-served (:func:`status_location`, the one place that says where). ``fatal(exc)`` prints a
-configuration error as one short line on stderr, before the proxy's own traceback (every
-fatal problem in it), then logs the warnings the failed settings carried.
+served (:func:`status_location`, the one place that says where). ``fatal(exc)`` logs the
+warnings the failed settings carried, then prints the configuration error as one line on
+stderr naming every problem; ``end_failed_start()`` then ends the proxy's start-up there,
+without LiteLLM's traceback (exit status 3).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from types import SimpleNamespace
@@ -40,7 +42,7 @@ from typing import Any, Mapping
 
 from sjf_core import backend_label
 
-from ._stream_pump import proxy_config_path
+from ._stream_pump import in_proxy_startup, proxy_config_path
 from ._deployment import provider_and_model
 
 log = logging.getLogger("litellm_sjf")
@@ -242,22 +244,54 @@ def ping_redis(config: Any, timeout_s: float = REDIS_PING_TIMEOUT_S) -> str | No
 
 
 def fatal(exc: BaseException) -> str:
-    """Print a fatal configuration error as one short line on stderr (first, before the
-    proxy's traceback) and return it: every fatal problem the settings had (a
-    :class:`sjf_core.config.SettingsError` names them all). Then the non-fatal ones it carries
-    (``warnings``, ``retired``: an unknown ``SJF_*`` name...) are logged as the start-up checks
-    log them (:func:`config_warnings`), so one start reports every problem."""
-    msg = " ".join(str(exc).split()) or type(exc).__name__
-    line = f"litellm_sjf: FATAL configuration error, the proxy cannot start: {msg}"
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):  # no usable stderr: the exception that follows still says it
-        pass
+    """Report a fatal configuration error and return its line. The non-fatal findings it
+    carries (``warnings``, ``retired``: an unknown ``SJF_*`` name...) are logged first, as the
+    start-up checks log them (:func:`config_warnings`); then one line on stderr,
+    ``litellm_sjf: FATAL configuration error, ...``, the last thing said: every problem, fatal
+    and warned (a :class:`sjf_core.config.SettingsError` names them all in its message)."""
     found = SimpleNamespace(warnings=getattr(exc, "warnings", ()), retired=getattr(exc, "retired", ()))
     warnings = config_warnings(found, None)
     if warnings:
         _show_logs()
         for w in warnings:
             log.warning("litellm_sjf: %s", w)
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    line = f"litellm_sjf: FATAL configuration error, the proxy cannot start: {msg}"
+    _flush_logs()
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no usable stderr: the exception that follows still says it
+        pass
     return line
+
+
+#: The exit status of a proxy whose plugin settings are bad: uvicorn's own for a failed start-up.
+STARTUP_FAILURE = 3
+
+
+def end_failed_start(code: int = STARTUP_FAILURE) -> None:
+    """End the process after :func:`fatal`, when it is the LiteLLM proxy starting up
+    (:func:`in_proxy_startup`): LiteLLM's lifespan would print a ~370-line traceback after the
+    FATAL line, and nothing has started that an exit could leave half done (the proxy serves
+    nothing until its lifespan start-up returns). Logs and stdio are flushed first; the status
+    is uvicorn's for a failed start-up. Elsewhere (a test, a script) it returns: the caller
+    raises."""
+    if not in_proxy_startup():
+        return
+    _flush_logs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
+
+
+def _flush_logs() -> None:
+    for logger in (log, logging.getLogger("sjf_core"), logging.getLogger()):
+        for h in logger.handlers:
+            try:
+                h.flush()
+            except (OSError, ValueError):  # a closed stream: nothing more to say there
+                pass

@@ -9,10 +9,12 @@
   ``store_fail_open``: requests the Redis store admitted through its per-process queue while
   Redis was unreachable (its queues' ``stats.failopen``); each backend's ``store`` says
   "local", "redis" or "redis unreachable (fail-open)" / "(fail-closed)".
-  ``promotion`` / ``slowdown`` per backend are the rule its queue's policy runs (None if
-  unknown); ``tau_used`` says whether that rule reads τ (the served-work rules, the default
-  among them, use τ only as their off switch); ``settings`` holds the effective values
-  (the defaults filled in), not only what was set.
+  ``promotion`` / ``slowdown`` per backend are the rule its queue's policy runs and the
+  slowdown that rule runs with (None if unknown, or for a rule that reads no slowdown:
+  ``settings.slowdown`` is the same value, so the two agree); ``tau_used`` says whether that
+  rule reads τ (the served-work rules, the default among them, use τ only as their off
+  switch); ``settings`` holds the effective values (the defaults filled in), not only what
+  was set.
 * :func:`live_status` (async, on the proxy's event loop) adds what the operator's view
   shows: per backend ``queue`` (who runs, who waits in which order, predicted tokens and
   class, waited, band, tenant, when the guard promotes each:
@@ -64,12 +66,25 @@ def _tau_used(rule: str | None) -> bool | None:
     return None if cls is None else bool(getattr(cls, "uses_tau", True))
 
 
+def _rule_slowdown(policy: Any) -> float | None:
+    """The ``slowdown`` its promotion rule runs with (the served-work rules "work-bound" and
+    "work-aging"), None when the rule reads none: one answer for the settings and each
+    backend. Never raises."""
+    try:
+        v = getattr(policy.new_promotion(), "slowdown", None)
+    except Exception:  # no policy object (a custom scheduler's queue): not known
+        note_fault(log, "litellm_sjf status: a queue's promotion rule unknown; slowdown not shown",
+                   level=logging.DEBUG)
+        return None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _effective_settings(s: Any) -> dict:
     """The settings block: the policy the queues run, defaults filled in."""
-    promotion, slowdown = s.promotion, s.slowdown
+    promotion, slowdown = s.promotion, None
     try:
         policy = s.config.make_policy()
-        promotion, slowdown = policy.promotion, getattr(policy, "slowdown", slowdown)
+        promotion, slowdown = policy.promotion, _rule_slowdown(policy)
     except Exception:  # a bad policy fails the build, and is reported there
         note_fault(log, "litellm_sjf status: the policy could not be made; settings as given", level=logging.DEBUG)
     return {"policy": s.policy, "tau": str(s.tau), "tau_used": _tau_used(promotion), "promotion": promotion,
@@ -84,11 +99,9 @@ def _queue_status(q: Any) -> dict:
         stats = {}
     tau = q.tau_s
     policy = getattr(q, "policy", None)
-    slowdown = getattr(policy, "slowdown", None)
     out = {"slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting, "store": _store_state(q),
            "tau_s": None if math.isinf(tau) else tau, "tau_used": _tau_used(_promotion_name(policy)), "stats": stats,
-           "promotion": _promotion_name(policy),
-           "slowdown": float(slowdown) if isinstance(slowdown, (int, float)) else None}
+           "promotion": _promotion_name(policy), "slowdown": _rule_slowdown(policy)}
     try:
         tenants = tenant_status(q)
     except Exception:

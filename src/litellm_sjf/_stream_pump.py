@@ -20,8 +20,9 @@ Measured on the pinned LiteLLM 1.106.12; nothing else in :mod:`litellm_sjf` impo
   disconnect, 499, goes to INFO), so a superseded request, which is the editor working as
   meant, would read as an error. A filter on that logger turns exactly our 409 record into an
   INFO record (dropped where INFO is off, the default). Idempotent; never raises.
-* :func:`proxy_config_path` / :func:`user_content_types` — the running proxy's config
-  file; the content part types LiteLLM accepts in user messages.
+* :func:`proxy_config_path` / :func:`user_content_types` / :func:`in_proxy_startup` — the
+  running proxy's config file; the content part types LiteLLM accepts in user messages;
+  whether the proxy's start-up (its lifespan) is the caller.
 """
 
 from __future__ import annotations
@@ -112,6 +113,21 @@ def proxy_config_path() -> str | None:
     ps = sys.modules.get("litellm.proxy.proxy_server")
     path = getattr(ps, "user_config_file_path", None) if ps is not None else None
     return path if isinstance(path, str) and path else None
+
+
+def in_proxy_startup() -> bool:
+    """True when called from the LiteLLM proxy's start-up (its lifespan function
+    ``proxy_startup_event`` of ``litellm.proxy.proxy_server`` is on the stack: 1.106.12 and
+    1.110.x load ``litellm_settings.callbacks`` there). Never raises."""
+    try:
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_name == "proxy_startup_event" and f.f_globals.get("__name__") == "litellm.proxy.proxy_server":
+                return True
+            f = f.f_back
+    except (AttributeError, ValueError):  # no frames to walk (another Python): not known to be the start-up
+        pass
+    return False
 
 
 def user_content_types() -> frozenset:

@@ -73,7 +73,7 @@ class SJFHandler(CustomLogger):
         self.recorder = OpsRecorder()
         #: model names per backend and pool, labels per tenant (the operator's view)
         self.labels = OpsLabels()
-        self.recorder.model_of = self.labels.group_of
+        self.recorder.describe = self.labels.describe
         #: the proxy's event loop, once known (the status port computes the status there)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sched = LazyScheduler(self.settings, scheduler, on_build=self._listen)

@@ -250,7 +250,7 @@ class Scheduler:
         arrival: float | None = None,
         prediction: Prediction | None = None,
         api_key: Any = None,
-        team: Any = None,
+        team: Any = None, request_id: str | None = None,
     ) -> Ticket:
         """Make an admission ticket for one request. Never raises for a bad body.
 
@@ -263,21 +263,21 @@ class Scheduler:
             prediction: a prediction made earlier (skips scoring).
             api_key, team: the caller's API key and team (for ``fairness`` "key" /
                 "team"; hashed, never stored as such).
+            request_id: the adapter's id of the request (a hash, never text), for the queue views.
         """
-        if prediction is None:
-            prediction = self.predict(body, endpoint)
+        prediction = self.predict(body, endpoint) if prediction is None else prediction
         key = backend_key(backend)  # once: queue and metadata defaults look it up as is
-        t = self.queue(key).ticket(prediction, self.meta(key, body, headers, api_key, team), arrival)
+        t = self.queue(key).ticket(prediction, self.meta(key, body, headers, api_key, team, request_id), arrival)
         if self.memory is not None:
             t.entry.evidence = handle_of(prediction)
         return t
 
     def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
-             team: Any = None):
+             team: Any = None, request_id: str | None = None):
         """The request's :class:`~sjf_core.predict._meta.RequestMeta`: what it sent
-        (:func:`~sjf_core.predict._meta.request_meta`), its tenant (``fairness``) and the
-        configured defaults for what it did not send. Never raises."""
-        m = request_meta(body, headers)
+        (:func:`~sjf_core.predict._meta.request_meta`), its tenant (``fairness``), the
+        configured defaults for what it did not send, and ``request_id``. Never raises."""
+        m = request_meta(body, headers, request_id)
         try:
             fairness = self.config.fairness
             tenant = fairness.tenant(body, headers, api_key, team)

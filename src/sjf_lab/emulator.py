@@ -1,4 +1,4 @@
-"""A serial LLM backend emulator: a real OpenAI-compatible HTTP server (aiohttp).
+"""A serial LLM backend emulator: a real HTTP server (aiohttp) speaking the OpenAI API and Ollama's.
 
 It stands in for Ollama / llama.cpp / LM Studio in tests, the demo and benchmarks
 (DESIGN.md "Benchmark protocol"). It serves ``slots`` requests at a time (default 1);
@@ -99,6 +99,8 @@ from typing import Any, Iterable, Mapping
 
 from aiohttp import web
 
+from sjf_lab.data_rows import TRACE_TOKEN_FIELDS, answer_tokens_of
+
 log = logging.getLogger("sjf_lab.emulator")
 
 FAULT_HEADER = "x-emulator-fault"
@@ -191,8 +193,9 @@ class Trace:
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]], seed: int = 0) -> "Trace":
-        """Build from dicts with ``prompt`` or ``sha256``, and ``answer_tokens`` or
-        ``response_tokens`` (int >= 0); optional ``fault`` (one of :data:`FAULTS`).
+        """Build from dicts with ``prompt`` or ``sha256``, and ``answer_tokens``,
+        ``response_tokens`` or ``completion_tokens`` (int >= 0; :mod:`sjf_lab.data_rows`);
+        optional ``fault`` (one of :data:`FAULTS`).
 
         Raises:
             ValueError: a record without a key or a length, or an unknown fault.
@@ -202,9 +205,10 @@ class Trace:
             h = r.get("sha256")
             if h is None and isinstance(r.get("prompt"), str):
                 h = prompt_hash(r["prompt"])
-            tok = r.get("answer_tokens", r.get("response_tokens"))
+            tok = answer_tokens_of(r, TRACE_TOKEN_FIELDS)
             if not isinstance(h, str) or isinstance(tok, bool) or not isinstance(tok, (int, float)) or tok < 0:
-                raise ValueError(f"trace record {i}: needs 'prompt' or 'sha256' and 'answer_tokens' >= 0")
+                raise ValueError(f"trace record {i}: needs 'prompt' or 'sha256' and the answer length >= 0 as "
+                                 + " or ".join(repr(f) for f in TRACE_TOKEN_FIELDS))
             fault = r.get("fault")
             if fault is not None:
                 fault = str(fault)
@@ -433,8 +437,9 @@ class Emulator:
         await site.start()
         self.host = host
         self.port = site._server.sockets[0].getsockname()[1]
-        log.info("emulator on http://%s:%d/v1 (%s tok/s, %d slot(s), on_disconnect=%s)",
-                 host, self.port, self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
+        log.info("emulator on http://%s:%d/v1 (OpenAI API) and http://%s:%d (Ollama API: /api/chat, /api/generate, "
+                 "/api/tags) (%s tok/s, %d slot(s), on_disconnect=%s)", host, self.port, host, self.port,
+                 self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
         return self.port
 
     async def stop(self) -> None:

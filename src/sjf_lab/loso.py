@@ -69,6 +69,11 @@ MIN_PER_CLASS_LOSO = 20
 _SRC2FAM = {s: f for f, ss in FAMILIES.items() for s in ss}
 
 
+def families_text() -> str:
+    """The families by name, with their file stems where they differ (``--help`` texts)."""
+    return ", ".join(f"{fam} ({'+'.join(stems)})" if stems != (fam,) else fam for fam, stems in FAMILIES.items())
+
+
 def family_of(source: str) -> str:
     """Family of a source (file stem): :data:`FAMILIES`, ``"auxiliary"``, or the source itself."""
     if source in _SRC2FAM:

@@ -3,7 +3,9 @@
 Accepted rows (one JSON object per line; other fields are ignored):
 
 * conversation logs: ``{"prompt": str, "response_tokens": int, "source"?: str, "model"?: str}``
-  (docs/data.md: the format and its public sources). ``source`` defaults to the file name stem.
+  (docs/data.md: the format and its public sources); the length may also be named
+  ``answer_tokens`` or ``completion_tokens`` (:data:`sjf_lab.data_rows.ANSWER_TOKEN_FIELDS`).
+  ``source`` defaults to the file name stem. :func:`no_rows_message` says why a file gave none.
 * production logs written by :class:`sjf_lab.training_log.TrainingLogWriter`:
   ``{"features": [float, ...] | "features_sparse": {...}, "layout": "v1"|"v2", "completion_tokens": int}``.
   They carry no prompt text; their group key is a hash of the feature vector.
@@ -37,6 +39,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from sjf_core.policy._entry import class_of_tokens
+from sjf_lab.data_rows import ANSWER_TOKEN_FIELDS, EXPECTED, answer_tokens_of, why_unusable
 from sjf_lab.training_log import decode_features
 
 __all__ = [
@@ -133,6 +136,38 @@ def _as_tokens(v) -> int | None:
     return int(f)
 
 
+#: A production log row's length: OpenAI's ``usage`` name first.
+_FEATURE_ROW_FIELDS = ("completion_tokens",) + tuple(f for f in ANSWER_TOKEN_FIELDS if f != "completion_tokens")
+
+
+def no_rows_message(paths: Iterable[str | Path], max_lines: int = 100_000) -> str:
+    """Why ``paths`` gave no usable row, for a command's error: what a row needs
+    (:data:`~sjf_lab.data_rows.EXPECTED`), the reasons its lines were skipped with their counts,
+    and the field names (never the values) of the first skipped line."""
+    why: dict[str, int] = defaultdict(int)
+    first_keys = None
+    files = expand_paths(paths)
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for i, line in enumerate(f):
+                if i >= max_lines or not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    why["not JSON"] += 1
+                    continue
+                reason = why_unusable(obj)
+                if reason is not None and not (isinstance(obj, dict) and ("features" in obj or "features_sparse" in obj)):
+                    why[reason] += 1
+                    if first_keys is None and isinstance(obj, dict):
+                        first_keys = sorted(map(str, obj))
+    names = ", ".join(str(p) for p in files) or "(no .jsonl file found)"
+    found = "; ".join(f"{n} line(s): {r}" for r, n in sorted(why.items(), key=lambda kv: -kv[1])) or "no lines"
+    keys = f"; the first such line has the fields {first_keys}" if first_keys is not None else ""
+    return f"no usable rows in {names}: {EXPECTED}. Found {found}{keys}"
+
+
 def load_rows(paths: Iterable[str | Path], stats: dict | None = None) -> list[Row]:
     """Read rows from JSONL files (see module docstring). Bad lines are skipped and counted.
 
@@ -163,14 +198,14 @@ def load_rows(paths: Iterable[str | Path], stats: dict | None = None) -> list[Ro
                     continue
                 source = str(obj.get("source") or path.stem)
                 if isinstance(obj.get("prompt"), str) and obj["prompt"].strip():
-                    tok = _as_tokens(obj.get("response_tokens", obj.get("completion_tokens")))
+                    tok = _as_tokens(answer_tokens_of(obj))
                     if tok is None:
                         skipped += 1
                         continue
                     rows.append(Row(prompt_key(obj["prompt"]), source, tok, prompt=obj["prompt"],
                                     model=obj.get("model")))
                 elif "features" in obj or "features_sparse" in obj:
-                    tok = _as_tokens(obj.get("completion_tokens", obj.get("response_tokens")))
+                    tok = _as_tokens(answer_tokens_of(obj, _FEATURE_ROW_FIELDS))
                     feats = decode_features(obj)
                     if tok is None or feats is None:
                         skipped += 1

@@ -44,3 +44,52 @@ def test_percentile_and_render():
     assert "long-P95 inflation  (P95_SJF/P95_FCFS - 1): +10%" in out
     assert "SJF: 1 request(s) failed" in out
     assert DemoPrompt("x", 800).klass == "long" and DemoPrompt("x", 199).klass == "short"
+
+
+# ---- help and behaviour agree (polish after issue 29) -------------------------------------------
+def _demo_args(*argv):
+    import argparse
+
+    from sjf_lab.commands import demo
+
+    p = argparse.ArgumentParser()
+    demo.add_arguments(p)
+    return p, p.parse_args(list(argv))
+
+
+def test_the_help_says_what_the_burst_without_data_is_and_the_counts_apply_to_it():
+    """Before: --help said "--n-short ... (default 20)" while the demo ran all 24 Short and 16 Long
+    shipped prompts, and --n-short/--n-long without --data were ignored."""
+    from sjf_lab.commands.demo import choose_prompts
+
+    p, args = _demo_args()
+    helps = " ".join(" ".join(a.help.split()) for a in p._actions if a.help)
+    shipped = default_prompts()
+    n_short, n_long = (sum(d.klass == k for d in shipped) for k in ("short", "long"))
+    assert f"the {len(shipped)} shipped demo prompts ({n_short} Short, 0 Medium, {n_long} Long)" in helps
+    assert f"default: all {n_short} of them" in helps and f"default: all {n_long} of them" in helps
+    prompts, source = choose_prompts(args)
+    assert [d.klass for d in prompts].count("short") == n_short and len(prompts) == len(shipped)
+    prompts, source = choose_prompts(_demo_args("--n-short", "5", "--n-long", "3")[1])
+    assert sorted(d.klass for d in prompts) == ["long"] * 3 + ["short"] * 5, source
+    assert source == "the shipped demo prompts (5 Short + 3 Long, seed 0)"
+    with pytest.raises(ValueError, match=f"only {n_short} Short"):
+        choose_prompts(_demo_args("--n-short", str(n_short + 1))[1])
+
+
+def test_a_small_demo_runs_the_asked_prompts_with_one_progress_bar_per_policy():
+    """`sjf demo --n-short 2 --n-long 1` end to end (two real LiteLLM proxies, the emulator): 3
+    prompts, and two progress bars, each counting its own run to 3 (before: the 40 shipped
+    prompts, one bar counting to 80 relabelled from FCFS to SJF halfway)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "sjf_lab.cli", "demo", "--n-short", "2", "--n-long", "1",
+                        "--tokens-per-s", "20000"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("sjf demo: 3 prompts from the shipped demo prompts (2 Short + 1 Long, seed 0): "
+                               "2 Short, 0 Medium, 1 Long;"), r.stdout
+    bars = [line.strip() for line in r.stderr.replace("\r", "\n").splitlines() if "req" in line]
+    assert any(b.startswith("FCFS (no plugin): 100%") and "3/3" in b for b in bars), bars
+    assert any(b.startswith("SJF (litellm_sjf): 100%") and "3/3" in b for b in bars), bars
+    assert not any("/6 " in b or "/80 " in b for b in bars), bars

@@ -55,3 +55,21 @@ def test_trace_demo_serves_the_demo_prompts_answer_lengths():
         assert r.json()["usage"]["completion_tokens"] == rec["answer_tokens"]
     finally:
         _stop(proc)
+
+
+def test_help_and_start_up_line_say_it_speaks_ollamas_api_too():
+    """A user pointing LiteLLM's ollama_chat/ at it learns from --help and the start-up line that
+    it can (before: "OpenAI-compatible" alone), and the URL said answers Ollama's /api/tags."""
+    help_text = subprocess.run([sys.executable, "-m", "sjf_lab.cli", "emulate", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    flat = " ".join(help_text.split())
+    assert "Ollama" in flat and all(e in flat for e in ("/api/chat", "/api/generate", "/api/tags", "ollama_chat/"))
+    proc, url, out = _start("--trace", "demo")
+    try:
+        line = next(x for x in out.splitlines() if x.startswith("emulator listening on "))
+        assert "Ollama API: /api/chat, /api/generate, /api/tags" in line, line
+        ollama = line.split(" and ", 1)[1].split()[0]
+        assert url == ollama + "/v1"
+        assert httpx.get(ollama + "/api/tags", timeout=30).json()["models"]
+    finally:
+        _stop(proc)

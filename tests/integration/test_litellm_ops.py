@@ -91,6 +91,17 @@ async def _chat(p: LiteLLMProxy, prompt: str, **kw) -> int:
         return r.usage.completion_tokens
 
 
+async def _stream_chat(p: LiteLLMProxy, prompt: str) -> int:
+    """One streamed answer, read to its end; its number of content chunks."""
+    async with openai.AsyncOpenAI(base_url=p.openai_base_url, api_key=p.master_key, max_retries=0, timeout=120) as c:
+        stream = await c.chat.completions.create(model="local", messages=[{"role": "user", "content": prompt}],
+                                                 stream=True)
+        return sum([1 async for ch in stream if ch.choices and ch.choices[0].delta.content])
+
+
+RID = re.compile(r"[0-9a-f]{8}")  # a request's id on the status: 8 hex of the SHA-256 of its call id
+
+
 async def _queue_burst(p: LiteLLMProxy, emu: EmulatorThread) -> list[asyncio.Task]:
     """Hold the backend with one request, then queue the 7 of the burst behind it."""
     tasks = [asyncio.create_task(_chat(p, HOLD))]
@@ -124,17 +135,22 @@ async def test_status_and_page_on_the_proxy_port_answer_with_the_key_only(proxy)
         assert all(k == round(k, 1) for k in keys), keys  # rounded for reading: no 146.65453422347304
         assert not re.search(r"\d\.\d{4,}", text), re.findall(r"\S{0,30}\d\.\d{4,}", text)[:5]
         assert doc["settings"]["promotion"] == "work-bound" and doc["settings"]["tau_used"] is False
+        assert b["slowdown"] == doc["settings"]["slowdown"] == 8.0  # one answer (before: null per backend)
+        ids = [w["request_id"] for w in q["waiters"]] + [r["request_id"] for r in q["running"]]
+        assert all(RID.fullmatch(i) for i in ids) and len(set(ids)) == 8, ids  # one id each, not a queue number
         page = _get(p, "/sjf/", p.master_key)
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert _get(p, "/sjf/status", basic=p.master_key).status_code == 200  # what a browser sends
         for path in ("/sjf/status", "/sjf/"):
             assert _get(p, path).status_code in (401, 403), path
+            assert f"{path} needs the proxy's master key" in _get(p, path).json()["error"]["message"]  # its own name
         # a wrong key: LiteLLM's own check answers 400 "No connected db." without a database
         # (as on its own routes); both routes say 401 and that the key was refused, and the
         # page adds the Basic challenge so that a browser asks again
         for wrong in (_get(p, "/sjf/status", "sk-not-the-key"), _get(p, "/sjf/status", basic="sk-not-the-key")):
             assert wrong.status_code == 401, wrong.text
             assert "the key was refused" in wrong.json()["error"]["message"], wrong.text
+            assert "/sjf/status needs" in wrong.json()["error"]["message"], wrong.text
             assert "www-authenticate" not in wrong.headers  # a fetch() never pops up a login
         assert _get(p, "/sjf/", "sk-not-the-key").status_code == 401
         assert _get(p, "/sjf/", basic="sk-not-the-key").status_code == 401
@@ -148,13 +164,17 @@ async def test_status_and_page_on_the_proxy_port_answer_with_the_key_only(proxy)
     assert _backend(doc, emu)["waiting"] == 0
     recent = [r for r in doc["recent"] if r["answer_tokens"] in ANSWERS]
     assert len(recent) >= 7 and all(r["expected_tokens"] is not None and r["true_class"] for r in recent)
+    assert set(ids) <= {r["request_id"] for r in doc["recent"]}  # the same ids, into the completions
+    assert all(r["streamed"] is False for r in recent)
     assert CANARY[-12:] not in str(doc)
 
 
 async def _check_page_words(page) -> None:
     """What the page says of a queue, in an operator's words (issue 29): the model name beside the
     backend, the tenant as LiteLLM's user id (the master key's), the guard's promotion in seconds,
-    the fairness mode said in full, the request id under "request", the counters grouped."""
+    the fairness mode said in full, the request id under "request", the counters grouped. And
+    (after a fresh user's day) a legend saying the class is the most likely one and the tokens
+    the expected mean, and each request's one id (8 hex), not its number in a queue."""
     col = lambda n: page.locator(f"section[data-backend] table.waiters tr td:nth-child({n})").all_inner_texts()  # noqa: E731
     assert set(await col(3)) == {"local"}, await col(3)  # the model group
     assert all(t.startswith("default_user_id") for t in await col(8)), await col(8)  # the tenant's LiteLLM user id
@@ -167,7 +187,13 @@ async def _check_page_words(page) -> None:
     assert "fair shares per API key" in summary and "fairness key ·" not in summary, summary
     assert await page.locator("section[data-backend] table.running th").first.inner_text() == "request"
     running = await page.locator("section[data-backend] table.running tr td").first.inner_text()
-    assert re.fullmatch(r"#\d+", running), running
+    assert RID.fullmatch(running), running
+    assert all(RID.fullmatch(t) for t in await col(2)), await col(2)
+    legend = " ".join((await page.locator("#sec-backends .class-legend").inner_text()).split())
+    assert "class: the predicted most likely length class (short < 200 answer tokens" in legend, legend
+    assert "the expected answer length, the mean over all classes" in legend, legend
+    th = page.locator("section[data-backend] table.waiters th span[title]")
+    assert "most likely class" in await th.first.get_attribute("title")
     counters = await page.locator("#sec-counters").inner_text()
     for words in ("admission — what happened to requests as they arrived", "releases", "faults absorbed",
                   "requests granted a backend slot"):
@@ -198,6 +224,7 @@ async def test_page_in_a_headless_browser_updates_while_a_burst_is_queued(proxy,
             await page.wait_for_function("document.getElementById('summary').textContent.includes('updated')")
             waiter_rows = "section[data-backend] table.waiters tr"
             assert await _chat(p, BURST[5]) == ANSWERS[5]  # one answer measures the backend's speed
+            assert await _stream_chat(p, BURST[6]) > 0  # and one streamed: "streamed yes" among the completions
             tasks = await _queue_burst(p, emu)
             try:
                 # the page polls: it shows the queue once the 7 wait (header row + 7)
@@ -205,6 +232,7 @@ async def test_page_in_a_headless_browser_updates_while_a_burst_is_queued(proxy,
                                              timeout=60_000)
                 classes = await page.locator(f"{waiter_rows} td:nth-child(4)").all_inner_texts()
                 assert len(classes) == 7 and set(classes) <= {"short", "medium", "long"}
+                waiting_ids = await page.locator(f"{waiter_rows} td:nth-child(2)").all_inner_texts()
                 await _check_page_words(page)
                 html = await page.content()
                 assert CANARY not in html and CANARY[-12:] not in html
@@ -222,6 +250,13 @@ async def test_page_in_a_headless_browser_updates_while_a_burst_is_queued(proxy,
                                          timeout=60_000)
             recent = await page.locator("#recent tr").count()
             assert recent >= 8  # header + the completions, predicted vs actual
+            heads = await page.locator("#recent th").all_inner_texts()
+            assert heads[1:5] == ["request", "backend", "model", "streamed"], heads
+            rcol = lambda n: page.locator(f"#recent tr td:nth-child({n})").all_inner_texts()  # noqa: E731
+            await page.wait_for_function("document.querySelectorAll('#recent tr').length >= 10", timeout=30_000)
+            assert set(waiting_ids) <= set(await rcol(2)), (waiting_ids, await rcol(2))  # the ids they waited under
+            assert set(await rcol(5)) == {"yes", "no"}, await rcol(5)  # the streamed one, and the others
+            assert await page.locator("#sec-completions .class-legend").count() == 1
             assert CANARY[-12:] not in await page.content()
         finally:
             await browser.close()
@@ -309,8 +344,10 @@ def pooled():
     """The README's pool config: model group "llama3" with two deployments, one per emulator
     (docs/pool.md "Using it"), no SJF_* setting; the page is read during a pooled burst."""
     emus = [EmulatorThread(tokens_per_s=400, slots=1, trace_records=POOL_TRACE) for _ in range(2)]
-    cfg = {"model_list": [{"model_name": "llama3", "litellm_params": {"model": "openai/llama3-8b", "api_base": e.base_url,
-                                                                     "api_key": "none"}} for e in emus],
+    # the first spelt as an operator may write it (its queue key is still http://127.0.0.1:PORT/v1)
+    bases = [f"http://localhost:{emus[0].port}", emus[1].base_url]
+    cfg = {"model_list": [{"model_name": "llama3", "litellm_params": {"model": "openai/llama3-8b", "api_base": b,
+                                                                     "api_key": "none"}} for b in bases],
            "litellm_settings": {"callbacks": [PLUGIN_CALLBACK]}, "general_settings": {"cancel_on_disconnect": True}}
     p = None
     with pytest.MonkeyPatch.context() as mp:
@@ -355,6 +392,11 @@ async def test_page_shows_the_pooled_waiters_and_the_model_names_during_a_pooled
         keys = [w["expected_tokens"] for w in pool["queue"]["waiters"]]
         assert keys == sorted(keys), "pooled waiters are listed in dispatch (SJF) order"
         assert all(w["start_in_s"] is not None for w in pool["queue"]["waiters"])
+        pool_ids = [w["request_id"] for w in pool["queue"]["waiters"]]
+        assert all(RID.fullmatch(i) for i in pool_ids) and len(set(pool_ids)) == 7, pool_ids
+        localhost = f"http://localhost:{emus[0].port}"
+        assert doc["backends"][emus[0].base_url]["api_bases"] == [localhost]  # as configured, beside its key
+        assert doc["backends"][emus[1].base_url]["api_bases"] == [emus[1].base_url]
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
@@ -366,6 +408,11 @@ async def test_page_shows_the_pooled_waiters_and_the_model_names_during_a_pooled
                 await page.wait_for_function(f"document.querySelectorAll('{rows}').length === 8", timeout=60_000)
                 col = lambda n: page.locator(f"{rows} td:nth-child({n})").all_inner_texts()  # noqa: E731
                 assert set(await col(3)) == {"llama3"} and set(await col(4)) <= {"short", "medium", "long"}
+                assert await col(2) == pool_ids  # the pooled waiters under their one id, in dispatch order
+                first = await page.locator(f"section[data-backend='{emus[0].base_url}']").inner_text()
+                assert f"configured as {localhost}" in first, first
+                members = await page.locator("section[data-pool] table.members").inner_text()
+                assert f"{emus[0].base_url} (configured as {localhost})" in members, members
                 card = await page.locator("section[data-pool]").inner_text()
                 assert "model group llama3 · pool of 2 backends" in card and "waiting in the pool 7" in card, card
                 for b in await page.locator("section[data-backend]").all_inner_texts():
@@ -382,6 +429,12 @@ async def test_page_shows_the_pooled_waiters_and_the_model_names_during_a_pooled
                 await page.wait_for_function(f"[...document.querySelectorAll('{rows}')].length === 2 && "
                                              f"document.querySelector('{rows}:last-child').textContent === 'none'",
                                              timeout=60_000)
+                # from the pool to a backend and into the completions, under the same id
+                await page.wait_for_function("document.querySelectorAll('#recent tr').length >= 12", timeout=60_000)
+                recent_ids = await page.locator("#recent tr td:nth-child(2)").all_inner_texts()
+                assert set(pool_ids) <= set(recent_ids), (pool_ids, recent_ids)
+                done = {r["request_id"]: r for r in _get(p, "/sjf/status", p.master_key).json()["recent"]}
+                assert all(done[i]["model"] == "llama3" and done[i]["streamed"] is False for i in pool_ids)
             finally:
                 await browser.close()
     finally:

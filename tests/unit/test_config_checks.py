@@ -173,7 +173,7 @@ def test_a_policy_that_cannot_run_live_is_reported_once():
     assert len(info.value.problems) == 1 and "oracle" in str(info.value)
 
 
-def test_the_fatal_line_names_every_problem_and_the_warnings_follow(capsys, caplog):
+def test_the_fatal_line_names_every_problem_and_the_warnings_logged_before_it(capsys, caplog):
     from litellm_sjf._startup import fatal
 
     with pytest.raises(ValueError) as info:
@@ -181,6 +181,67 @@ def test_the_fatal_line_names_every_problem_and_the_warnings_follow(capsys, capl
     line = fatal(info.value)
     assert capsys.readouterr().err.splitlines() == [line]
     assert "SJF_REDIS_URL" in line and "SJF_SLOTS" in line and line.count("FATAL") == 1
+    assert line.endswith("; also: unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?")  # the warning too
     warned = [r for r in caplog.records if r.name == "litellm_sjf" and r.levelname == "WARNING"]
     assert [r.getMessage() for r in warned] == ["litellm_sjf: unknown setting SJF_SLOT is ignored; "
                                                 "did you mean SJF_SLOTS?"]
+
+
+def test_outside_the_proxy_start_up_the_error_is_raised_and_its_message_names_every_problem(monkeypatch):
+    """Outside LiteLLM's start-up (a script, this test) the process is not ended: the error is
+    raised, and its message, a traceback's last line, names the fatal problems and the warned
+    ones (before: only the fatal ones, SJF_SLOT's warning was in an earlier log line alone)."""
+    import litellm_sjf
+    from litellm_sjf._stream_pump import in_proxy_startup
+
+    monkeypatch.setenv("SJF_SLOTS", "0")
+    monkeypatch.setenv("SJF_SLOT", "2")
+    monkeypatch.setenv("SJF_ORPHAN_GRACE_S", "3")
+    monkeypatch.setattr(litellm_sjf, "_instance", None)
+    assert not in_proxy_startup()
+    with pytest.raises(ValueError) as info:
+        litellm_sjf._handler(start=True)
+    assert str(info.value).startswith("bad SJF setting SJF_SLOTS: ")
+    assert str(info.value).endswith("; also: unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?; "
+                                    "retired setting SJF_ORPHAN_GRACE_S is set and ignored")
+
+
+# ---- one file's problems all in one go (polish after issue 29) ---------------------------------
+def test_an_unknown_key_of_the_file_does_not_hide_the_bad_values_of_the_same_file(tmp_path):
+    """Before: the unknown key stopped the file's reading, its bad values came on the next start."""
+    f = tmp_path / "sjf.yaml"
+    f.write_text("polcy: fcfs\ntau: abc\nbackends:\n  http://localhost:11434: {slots: two, slotz: 3}\n"
+                 "tenants: {team-a: {weight: 2, wieght: 3}}\n")
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f), "SJF_MAX_WAIT_S": "-1", "SJF_SLOT": "2"})
+    problems = info.value.problems
+    assert problems[0] == f"SJF_CONFIG file {f}: unknown keys ['polcy'] ('polcy': did you mean 'policy'?)"
+    assert any(p.startswith(f"SJF_CONFIG file {f}: backend http://localhost:11434: unknown keys ['slotz']")
+               for p in problems), problems
+    assert any(p.startswith(f"SJF_CONFIG file {f}: tenant team-a: unknown keys ['wieght']") for p in problems)
+    assert f"bad SJF setting SJF_CONFIG file {f}: 'backends': slots of backend http://localhost:11434 (or 'auto') " \
+           "must be an integer >= 1, got 'two'" in problems
+    assert any(p.startswith(f"bad SJF setting SJF_CONFIG file {f}: 'tau': cannot parse tau='abc'") for p in problems)
+    assert any("SJF_MAX_WAIT_S" in p for p in problems)  # and the environment's, in the same go
+    assert len(problems) == 6, problems
+    assert str(info.value).endswith("; also: unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?")
+
+
+def test_from_file_reports_the_unknown_key_and_the_bad_values_together(tmp_path):
+    f = tmp_path / "sjf.yaml"
+    f.write_text("polcy: fcfs\nbackends: {http://localhost:11434: {slots: two}}\n")
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_file(str(f))
+    assert len(info.value.problems) == 2 and "'polcy'" in str(info.value) and "got 'two'" in str(info.value)
+
+
+@pytest.mark.parametrize("text, env, named, not_named", [
+    ("policy: sjf\ntau: abc\n", {}, "'tau': cannot parse tau='abc'", "'policy' / 'tau'"),
+    ("", {"SJF_POLICY": "sjf", "SJF_TAU": "abc"}, "bad SJF setting SJF_TAU: cannot parse", "SJF_POLICY"),
+])
+def test_a_bad_tau_names_tau_alone(tmp_path, text, env, named, not_named):
+    f = tmp_path / "sjf.yaml"
+    f.write_text(text)
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_CONFIG": str(f), **env})
+    assert named in str(info.value) and not_named not in str(info.value), str(info.value)

@@ -74,7 +74,8 @@ def test_model_names_and_labels_go_beside_urls_and_hashes():
     assert doc["backends"][B]["models"] == []
     assert doc["backends"][A]["queue"]["waiters"][0]["tenant_label"] == "support-bot"
     assert doc["pools"][0]["model_group"] == "llama3"
-    assert doc["pools"][0]["queue"]["waiters"][0] == {"id": 1, "tenant": "zzz", "tenant_label": None, "model": "llama3"}
+    assert doc["pools"][0]["queue"]["waiters"][0] == {"id": 1, "tenant": "zzz", "tenant_label": None, "model": "llama3",
+                                                      "request_id": None}
 
 
 def test_the_guard_and_the_start_are_given_in_seconds_at_the_measured_speed():
@@ -111,3 +112,82 @@ def test_the_speed_is_answer_tokens_over_slot_time_not_pulled_down_by_short_answ
     assert 150 < rate < 200, rate  # a mean of per-request rates would read 150 here
     r.observe(B, 10, 0.01)  # too short to time
     assert B not in r.as_dict()
+
+
+# ---- after a fresh user's day (polish): ids, api_bases, streamed, slowdown ------------------------
+def test_one_request_id_follows_a_request_from_the_pool_to_its_backend_and_into_the_completions():
+    """Before: a pooled waiter was #N in the pool and #M on its backend, and the completions had
+    no id. Now the adapter's request_id is on the pool's row, the backend's row and the
+    completion, with the model group and whether it was streamed."""
+    from litellm_sjf._recorder import OpsRecorder
+
+    async def main():
+        rec, labels = OpsRecorder(), OpsLabels()
+        rec.describe = labels.describe
+        s = Scheduler(predictor=None, plugins=False, memory=False, metrics=False, tau="off", listeners=[rec])
+        pool = s.pool([A, B])
+        holds = [s.queue(A).ticket(None), s.queue(B).ticket(None)]
+        for t in holds:
+            await t.acquire()
+        meta = s.meta(A, {}, None, request_id="c0ffee12")
+        admit = asyncio.ensure_future(pool.admit(pred(40), meta, None, lambda k: s.ticket(k, {}, prediction=pred(40),
+                                                                                          request_id="c0ffee12")))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [w["request_id"] for w in (await pool.view())["waiters"]] == ["c0ffee12"]
+        holds[1].release(5)
+        ticket = await admit
+        labels.ticket_seen(ticket, "llama3", True)
+        assert [r["request_id"] for r in (await s.queue(B).view())["running"]] == ["c0ffee12"]
+        assert [r["request_id"] for r in (await s.queue(A).view())["running"]] == [None]  # none given: none shown
+        ticket.release(42)
+        done = rec.recent()[0]
+        assert (done["request_id"], done["model"], done["streamed"], done["answer_tokens"]) == ("c0ffee12", "llama3",
+                                                                                                  True, 42)
+        holds[0].release(5)
+
+    asyncio.run(main())
+
+
+def test_the_call_id_gives_a_short_stable_request_id_and_redis_rows_get_it_from_the_call():
+    from types import SimpleNamespace
+
+    from litellm_sjf._calls import Call, request_id_of
+
+    call = Call("3f2c-litellm-call-id", 1, "chat/completions", None, {}, None, False)
+    assert call.request_id == request_id_of("3f2c-litellm-call-id") and len(call.request_id) == 8
+    assert int(call.request_id, 16) >= 0 and "litellm" not in call.request_id
+    call.backend, call.group = A, "local"
+    call.ticket = SimpleNamespace(view_id="r-17")  # a Redis ticket: the store's row has no id of ours
+    doc = {"backends": {A: {"queue": {"running": [{"id": "r-17", "request_id": None, "tenant": None}]}}}}
+    OpsLabels().annotate(doc, [call])
+    row = doc["backends"][A]["queue"]["running"][0]
+    assert row["request_id"] == call.request_id and row["model"] == "local"
+
+
+def test_a_backend_shows_the_api_base_it_was_configured_as_without_credentials():
+    labels = OpsLabels()
+    labels.backend_seen(A, "llama3", "ollama_chat/llama3.2", "http://localhost:8001")
+    labels.backend_seen(A, "llama3", "ollama_chat/llama3.2", "http://ops:s3cret@127.0.0.1:8001/")
+    labels.backend_seen(B, None, None, None)
+    doc = {"backends": {A: {}, B: {}}}
+    labels.annotate(doc)
+    assert doc["backends"][A]["api_bases"][0] == "http://localhost:8001"
+    assert len(doc["backends"][A]["api_bases"]) == 2 and "s3cret" not in str(doc)
+    assert doc["backends"][B]["api_bases"] == []
+
+
+def test_the_backends_slowdown_and_the_settings_slowdown_agree():
+    """Before: each backend said "slowdown": null while settings.slowdown said 8.0 (the policy
+    object has no slowdown; its promotion rule has)."""
+    from litellm_sjf._status import _effective_settings, _queue_status
+    from litellm_sjf.settings import PluginSettings
+    from sjf_core.config import SchedulerConfig
+
+    s = Scheduler(predictor=None, plugins=False, memory=False, metrics=False)
+    settings = PluginSettings()
+    assert _queue_status(s.queue(A))["slowdown"] == _effective_settings(settings)["slowdown"] == 8.0
+    cfg = SchedulerConfig.create(promotion="one-in-k", k=4)  # a rule that reads no slowdown: none, both
+    s2 = Scheduler(cfg, predictor=None, plugins=False, memory=False, metrics=False)
+    assert _queue_status(s2.queue(A))["slowdown"] is None
+    assert _effective_settings(PluginSettings(config=cfg))["slowdown"] is None

@@ -52,3 +52,22 @@ def test_a_request_without_a_key_is_refused_before_litellm_and_a_basic_key_becom
     assert _call(app, [(b"authorization", basic)])[0]["status"] == 200
     assert seen[-1][b"authorization"] == b"Bearer sk-123"
     assert _call(app, [(b"x-litellm-api-key", b"sk-1")])[0]["status"] == 200  # another header LiteLLM reads
+
+
+def test_each_401_names_the_route_asked_for():
+    """Before: the JSON route's 401 said "/sjf/ needs ..." (the page's path)."""
+    import json
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 400, "headers": []})  # LiteLLM refusing a key
+        await send({"type": "http.response.body", "body": b'{"error": {"message": "No connected db."}}'})
+
+    names = frozenset({b"authorization"})
+    for path in ("/sjf/status", "/sjf/"):
+        app = with_basic_auth(inner, challenge=path == "/sjf/", names=names, path=path)
+        for headers in ([], [(b"authorization", b"Bearer sk-wrong")]):
+            sent = _call(app, headers)
+            msg = json.loads(sent[-1]["body"])["error"]["message"]
+            assert sent[0]["status"] == 401 and f"{path} needs the proxy's master key" in msg, msg
+            other = "/sjf/ needs" if path == "/sjf/status" else "/sjf/status needs"
+            assert other not in msg

@@ -35,7 +35,7 @@ def _waiter(rid: str, f: list[str], now: float, points: dict, served: float, tau
     point = dict(points.get(rid, {}))
     if rule in _TAU_RULES and math.isfinite(tau_s):
         point.setdefault("time", arrival + tau_s)
-    v = {"id": rid, "class": class_name(f[1]), "expected_tokens": _expected_tokens(f[7]) if len(f) > 7 else None,
+    v = {"id": rid, "request_id": None, "class": class_name(f[1]), "expected_tokens": _expected_tokens(f[7]) if len(f) > 7 else None,
          "priority": int(f[2]), "tenant": f[9] if len(f) > 9 else None, "waited_s": max(0.0, now - arrival)}
     v.update(due_in(point or None, served, now))
     v["deadline_in_s"] = None  # Redis keeps the latest start time, not the deadline
@@ -43,7 +43,7 @@ def _waiter(rid: str, f: list[str], now: float, points: dict, served: float, tau
 
 
 def _holder(f: list[str], now: float) -> dict:
-    return {"id": f[0], "class": class_name(f[1]), "expected_tokens": None, "priority": None,
+    return {"id": f[0], "request_id": None, "class": class_name(f[1]), "expected_tokens": None, "priority": None,
             "tenant": f[5] if len(f) > 5 else None, "waited_s": None,
             "running_s": max(0.0, now - float(f[2])), "promoted": None}
 

@@ -14,8 +14,11 @@ Contract:
   ``promotion`` (the rule's name), ``served_work`` (tokens on the served-work clock, or
   None), ``running`` and ``waiters`` (lists of request views, waiters in policy order:
   band, then ordering key, then arrival; at most ``limit``), ``truncated`` (waiters left
-  out). A request view: ``id``, ``class`` (predicted: short / medium / long, or
-  ``unscored``), ``expected_tokens``, ``priority`` (the band), ``tenant`` (hashed id or
+  out). A request view: ``id`` (its number in this queue), ``request_id`` (the adapter's id
+  of the request, the same in a pool and on its backend: ``RequestMeta.request_id``, or
+  None), ``class`` (predicted, the most likely class: short / medium / long, or
+  ``unscored``), ``expected_tokens`` (predicted, the expected mean: it can pass a class
+  bound, e.g. a Short at 300 when a Long answer is possible), ``priority`` (the band), ``tenant`` (hashed id or
   None), ``waited_s``; waiters add ``due_in_tokens`` (served work still to go before the
   guard promotes it; <= 0: due now) and/or ``due_in_s`` (seconds; <= 0: due now), None when
   no rule will promote it, and ``deadline_in_s``; running ones add ``running_s`` and
@@ -53,8 +56,9 @@ def finite(x: Any) -> float | None:
 
 
 def _request(e: Any, now: float) -> dict:
-    return {"id": e.seq, "class": class_name(e.klass, e.scored, e.fallback), "expected_tokens": finite(e.expected_tokens),
-            "priority": e.priority, "tenant": e.tenant, "waited_s": max(0.0, now - e.arrival)}
+    return {"id": e.seq, "request_id": e.request_id, "class": class_name(e.klass, e.scored, e.fallback),
+            "expected_tokens": finite(e.expected_tokens), "priority": e.priority, "tenant": e.tenant,
+            "waited_s": max(0.0, now - e.arrival)}
 
 
 def _structures(pending: Any) -> list:

@@ -22,8 +22,8 @@ Contract:
   naming the closest known key, an unknown ``SJF_*`` variable a warning in ``warnings`` (with
   the closest known name); Redis and backend URLs must parse.
 
-Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`,
-``docs/operations.md``) but the two process-wide switches read at use time
+Nothing else in ``src/`` reads ``SJF_*`` settings (names and defaults: :mod:`litellm_sjf.settings`;
+for users, every one with its default: ``examples/litellm_config.yaml``, checked by a test) but the two process-wide switches read at use time
 (:func:`native_scan_disabled`, :func:`memory_salt`, in :mod:`sjf_core.settings._switches`).
 The ground's names are re-exported here (``from sjf_core.config import PromotionSettings``).
 """
@@ -118,6 +118,7 @@ class SchedulerConfig:
         if path:
             try:
                 raw, where = _read.read_file(path)
+                problems += raw.pop("read_problems")  # the file's own, before the variables'
             except ValueError as exc:  # reported with the others; the environment is read all the same
                 problems.append(str(exc))
         _read.apply_env(raw, where, env, problems)
@@ -127,7 +128,8 @@ class SchedulerConfig:
 
     @classmethod
     def from_file(cls, path: str) -> "SchedulerConfig":
-        """Defaults < the YAML/JSON file at ``path``. Raises ValueError naming the bad key."""
+        """Defaults < the YAML/JSON file at ``path``. Raises ValueError (a :class:`SettingsError`
+        once the file parsed) naming every bad key."""
         raw, where = _read.read_file(path)
         return cls._build(raw, where)
 

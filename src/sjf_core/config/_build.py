@@ -112,9 +112,12 @@ def _validate(cfg: Any, base: Any, w: Where) -> Any:
     (naming the setting). Returns ``cfg``, its policy back at ``base``'s when it cannot run
     live (so that the checks after it do not report the same policy again)."""
     from sjf_core.policy._policies import check_live_policy
+    from sjf_core.policy._tau import TauConfig
 
     if w.step(lambda: w.check(w.among("policy"), lambda: check_live_policy(cfg.policy))) is FAILED:
         cfg = dataclasses.replace(cfg, policy=base.policy)  # no yardstick on live traffic
+    if w.step(lambda: w.check(w.among("tau"), lambda: TauConfig.parse(cfg.tau))) is FAILED:
+        cfg = dataclasses.replace(cfg, tau=base.tau)  # named alone: the policy is not at fault
     built = w.step(lambda: w.check(w.among("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_wait_s"),
                                    cfg.make_policy))
     if cfg.redis_url:

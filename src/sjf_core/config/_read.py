@@ -77,7 +77,7 @@ def unknown_env(env: Mapping[str, str]) -> list[str]:
             continue
         best = closest(name, KNOWN_ENV, "SJF_")
         out.append(f"unknown setting {name} is ignored" + (f"; did you mean {best}?" if best else
-                                                          " (the settings: docs/operations.md)"))
+                                                          " (every setting: examples/litellm_config.yaml)"))
     return out
 
 
@@ -123,7 +123,13 @@ def _bool(v: Any) -> bool:
 
 # ---- the three sources ---------------------------------------------------------------------
 def read_file(path: str) -> tuple[dict, dict]:
-    """Read a YAML (or ``.json``) settings file. Raises ValueError naming the file and the key."""
+    """Read a YAML (or ``.json``) settings file.
+
+    A file that cannot be read or parsed, or that holds no mapping, raises ValueError naming
+    it. Every problem of its keys (an unknown key, with the closest known one; a ``backends``,
+    ``tenants`` or ``redis`` entry of the wrong shape) is collected in ``raw["read_problems"]``
+    and the rest of the file is read on without that part, so that the build reports the
+    file's bad values in the same go (one start names every problem)."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -141,9 +147,11 @@ def read_file(path: str) -> tuple[dict, dict]:
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ValueError(f"SJF_CONFIG file {path} must hold a mapping")
+    problems: list[str] = []
     unknown = set(data) - set(FILE_KEYS)
-    if unknown:
-        raise unknown_keys(f"SJF_CONFIG file {path}", unknown, FILE_KEYS)
+    if unknown:  # reported; the known keys are read on
+        problems.append(str(unknown_keys(f"SJF_CONFIG file {path}", unknown, FILE_KEYS)))
+        data = {k: v for k, v in data.items() if k not in unknown}
     where = {k: f"SJF_CONFIG file {path}: '{k}'" for k in data}
     raw = {k: v for k, v in data.items() if k not in RETIRED and k not in ("backends", "tenants", "redis")}
     raw["retired"] = [k for k in RETIRED if k in data]
@@ -153,39 +161,57 @@ def read_file(path: str) -> tuple[dict, dict]:
     if raw.get("fairness") is False:
         raw["fairness"] = "off"
     if data.get("redis") is not None:
-        if not isinstance(data["redis"], dict):
-            raise ValueError("SJF_CONFIG: 'redis' must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
-        raw["redis"] = dict(data["redis"])
-    raw["tenants"] = _tenants(data.get("tenants") or {}, path)
-    backends = data.get("backends") or {}
-    if not isinstance(backends, dict):
-        raise ValueError("SJF_CONFIG: 'backends' must map URL -> {slots, on_disconnect, queue, ...}")
-    queues = {}
-    for url, opts in backends.items():
-        if not isinstance(opts, dict):
-            raise ValueError(f"SJF_CONFIG: backend {url} must map to {{slots, on_disconnect, queue, ...}}")
-        backend_url(url, f"SJF_CONFIG file {path}: 'backends'")
-        extra = set(opts) - set(_BACKEND_KEYS)
-        if extra:
-            raise unknown_keys(f"SJF_CONFIG file {path}: backend {url}", extra, _BACKEND_KEYS)
-        if opts.get("queue") is not None:
-            if not isinstance(opts["queue"], str) or not opts["queue"].strip():
-                raise ValueError(f"SJF_CONFIG: backend {url}: 'queue' must be a non-empty name")
-            queues[normalise(url)] = opts["queue"].strip()
-    raw["queues"] = queues
-    raw["backends"] = {url: {k: v for k, v in opts.items() if k != "queue"} for url, opts in backends.items()}
+        if isinstance(data["redis"], dict):
+            raw["redis"] = dict(data["redis"])
+        else:
+            problems.append(f"{where['redis']} must map option -> value (fail_mode, redis_lease_ttl_s, ...)")
+    raw["tenants"] = _tenants(data.get("tenants") or {}, path, problems)
+    raw["queues"], raw["backends"] = _backends(data.get("backends") or {}, path, problems)
+    raw["read_problems"] = problems
     return raw, where
 
 
-def _tenants(tenants: Any, path: str) -> dict:
-    """The file's ``tenants`` map, checked (unknown keys: an error with the closest key)."""
+def _backends(backends: Any, path: str, problems: list[str]) -> tuple[dict, dict]:
+    """The file's ``backends`` map, checked: (normalised URL -> queue name, URL -> options). A
+    bad entry is a problem of ``problems`` and left out (an unknown option: that option)."""
+    what = f"SJF_CONFIG file {path}: 'backends'"
+    if not isinstance(backends, dict):
+        problems.append(f"{what} must map URL -> {{slots, on_disconnect, queue, ...}}")
+        return {}, {}
+    queues, out = {}, {}
+    for url, opts in backends.items():
+        if not isinstance(opts, dict):
+            problems.append(f"{what}: backend {url} must map to {{slots, on_disconnect, queue, ...}}")
+            continue
+        try:
+            backend_url(url, what)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        extra = set(opts) - set(_BACKEND_KEYS)
+        if extra:
+            problems.append(str(unknown_keys(f"SJF_CONFIG file {path}: backend {url}", extra, _BACKEND_KEYS)))
+        if opts.get("queue") is not None:
+            if isinstance(opts["queue"], str) and opts["queue"].strip():
+                queues[normalise(url)] = opts["queue"].strip()
+            else:
+                problems.append(f"{what}: backend {url}: 'queue' must be a non-empty name")
+        out[url] = {k: v for k, v in opts.items() if k != "queue" and k not in extra}
+    return queues, out
+
+
+def _tenants(tenants: Any, path: str, problems: list[str]) -> dict:
+    """The file's ``tenants`` map, checked (unknown keys: a problem with the closest key, the
+    known keys kept)."""
     keys = ("weight", "default_priority", "default_deadline_s")
     if not isinstance(tenants, dict) or not all(isinstance(v, dict) for v in tenants.values()):
-        raise ValueError("SJF_CONFIG: 'tenants' must map NAME -> {weight, default_priority, default_deadline_s}")
+        problems.append(f"SJF_CONFIG file {path}: 'tenants' must map NAME -> "
+                        "{weight, default_priority, default_deadline_s}")
+        return {}
     for name, t in tenants.items():
         if set(t) - set(keys):
-            raise unknown_keys(f"SJF_CONFIG file {path}: tenant {name}", set(t) - set(keys), keys)
-    return {str(k): dict(v) for k, v in tenants.items()}
+            problems.append(str(unknown_keys(f"SJF_CONFIG file {path}: tenant {name}", set(t) - set(keys), keys)))
+    return {str(k): {n: v for n, v in t.items() if n in keys} for k, t in tenants.items()}
 
 
 def apply_env(raw: dict, where: dict, env: Mapping[str, str], problems: list[str] | None = None) -> None:

@@ -16,9 +16,12 @@ FAILED: Any = type("Failed", (), {"__repr__": lambda self: "FAILED"})()
 class SettingsError(ValueError):
     """Every problem found while reading and building the settings, raised once, at the end.
 
+    The message names every finding, so that the last line of a traceback says it all: the
+    problems (one alone word for word, several numbered), then the warnings and the retired
+    settings after "; also: " (a misspelt ``SJF_SLOT`` beside a fatal ``SJF_REDIS_URL``).
+
     Attributes:
-        problems: each problem's message, in the order found (one alone is this error's
-            message, word for word; several are numbered in it).
+        problems: each problem's message, in the order found.
         warnings: the non-fatal findings the config would have carried (unknown ``SJF_*``
             names with the closest known one, conflicting deployments of one backend).
         retired: retired settings that were set (accepted and ignored).
@@ -27,8 +30,9 @@ class SettingsError(ValueError):
     def __init__(self, problems, warnings=(), retired=()):
         self.problems, self.warnings, self.retired = tuple(problems), tuple(warnings), tuple(retired)
         p = self.problems
-        super().__init__(p[0] if len(p) == 1 else f"{len(p)} problems: " + " ".join(
-            f"({i}) {m}" for i, m in enumerate(p, 1)))
+        msg = p[0] if len(p) == 1 else f"{len(p)} problems: " + " ".join(f"({i}) {m}" for i, m in enumerate(p, 1))
+        notes = [*self.warnings, *(f"retired setting {r} is set and ignored" for r in self.retired)]
+        super().__init__(msg + (f"; also: {'; '.join(notes)}" if notes else ""))
 
 
 class Where:

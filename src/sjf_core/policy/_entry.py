@@ -45,6 +45,7 @@ class Entry:
         payload: adapter- or simulator-owned object (a future, a simulated job).
         evidence: the length memory's handle of this request (digests and numbers,
             no text; :mod:`sjf_core.memory`), fed with the answer tokens at completion.
+        request_id: the adapter's short id of the request (``RequestMeta.request_id``), or None.
     """
 
     seq: int
@@ -60,6 +61,7 @@ class Entry:
     supersede: str | None = None
     payload: Any = None
     evidence: Any = field(default=None, repr=False)
+    request_id: str | None = None
     # bookkeeping owned by the pending queue / admission queue
     removed: bool = field(default=False, repr=False)
     promoted: bool = field(default=False, repr=False)

@@ -155,6 +155,8 @@ class Policy:
                 entry.deadline = None
             entry.tenant = meta.tenant if isinstance(meta.tenant, str) else None
             entry.supersede = meta.supersede if isinstance(meta.supersede, str) else None
+            rid = getattr(meta, "request_id", None)
+            entry.request_id = rid if isinstance(rid, str) else None
         if prediction is not None:
             try:
                 key = float(self.key(prediction, meta))

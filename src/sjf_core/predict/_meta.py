@@ -48,6 +48,9 @@ class RequestMeta:
         tenant: tenant id (hashed, :mod:`sjf_core.settings._tenants`), or None (the shared tenant).
         supersede: supersede key (``x-sjf-supersede``), or None: a newer request with
             the same key, backend and tenant replaces this one while it is queued.
+        request_id: the adapter's short id of the request (a hash of its call id: never
+            text), carried by its entries so that the queue views show one id for it from a
+            pool to its backend; None: none given.
     """
 
     max_tokens: int | None = None
@@ -56,6 +59,7 @@ class RequestMeta:
     explicit_priority: bool = False
     tenant: str | None = None
     supersede: str | None = None
+    request_id: str | None = None
 
 
 def _finite(v: Any) -> float | None:
@@ -87,8 +91,9 @@ def _as_key(v: Any) -> str | None:
     return s if 0 < len(s) <= 200 else None
 
 
-def request_meta(body: Any, headers: Mapping[str, str] | None = None) -> RequestMeta:
-    """Read :class:`RequestMeta` from a request ``body`` (dict) and ``headers``.
+def request_meta(body: Any, headers: Mapping[str, str] | None = None, request_id: str | None = None) -> RequestMeta:
+    """Read :class:`RequestMeta` from a request ``body`` (dict) and ``headers``; ``request_id``
+    is the adapter's (a non-string is left out).
 
     Never raises: anything unreadable gives the defaults.
     """
@@ -123,4 +128,5 @@ def request_meta(body: Any, headers: Mapping[str, str] | None = None) -> Request
     if priority is not None:
         priority = max(-100, min(100, priority))
     return RequestMeta(max_tokens=max_tokens, priority=priority or 0, deadline_s=deadline,
-                       explicit_priority=explicit, supersede=supersede)
+                       explicit_priority=explicit, supersede=supersede,
+                       request_id=request_id if isinstance(request_id, str) else None)

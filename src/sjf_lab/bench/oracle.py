@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from sjf_lab.data_rows import TRACE_TOKEN_FIELDS, answer_tokens_of
 from sjf_lab.emulator import prompt_hash
 from sjf_core.policy._entry import class_of_tokens
 from sjf_core.predict._prediction import Prediction
@@ -43,7 +44,7 @@ class OraclePredictor:
         format; ``sha256`` is the hex digest of the prompt). Records without both are skipped."""
         lengths = {}
         for r in records:
-            tok = r.get("answer_tokens", r.get("response_tokens"))
+            tok = answer_tokens_of(r, TRACE_TOKEN_FIELDS)
             key = r.get("sha256")
             if key is None and isinstance(r.get("prompt"), str):
                 key = prompt_hash(r["prompt"])

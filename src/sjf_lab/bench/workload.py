@@ -31,6 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, class_of_tokens
+from sjf_lab.data_rows import EXPECTED, answer_tokens_of
 from sjf_lab.train_data import prompt_key, split_of
 
 
@@ -101,7 +102,8 @@ def load_rows(
     limit: int | None = None,
     split: str | None = None,
 ) -> list[Row]:
-    """Read ``{prompt, response_tokens|answer_tokens}`` rows from a JSONL file, in file order.
+    """Read ``{prompt, response_tokens|answer_tokens|completion_tokens}`` rows
+    (:mod:`sjf_lab.data_rows`) from a JSONL file, in file order.
 
     ``split`` ("test", "val" or "train") keeps only prompts in that part of the fixed
     split by prompt of ``sjf train`` (:func:`sjf_lab.train_data.split_of`): benchmark
@@ -129,7 +131,7 @@ def load_rows(
             if not isinstance(d, dict):
                 continue
             p = d.get("prompt")
-            t = d.get("response_tokens", d.get("answer_tokens"))
+            t = answer_tokens_of(d)
             if not isinstance(p, str) or isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
                 continue
             if not (min_prompt_chars <= len(p) <= max_prompt_chars) or not p.strip() or p in seen:
@@ -141,7 +143,7 @@ def load_rows(
             if limit is not None and len(rows) >= limit:
                 break
     if not rows:
-        raise ValueError(f"{path}: no usable rows (need 'prompt' and 'response_tokens')")
+        raise ValueError(f"{path}: no usable rows: {EXPECTED} (format: docs/data.md in a clone of the repository)")
     return rows
 
 

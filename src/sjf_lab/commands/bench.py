@@ -34,15 +34,18 @@ def _floats(s: str) -> list[float]:
 def add_arguments(p) -> None:
     g = p.add_argument_group("workload")
     g.add_argument("--data", default=None,
-                   help="JSONL of {prompt, response_tokens} (format and public sources: docs/data.md); "
-                        "default: the prompt set shipped with sjf_core")
+                   help="JSONL of {prompt, response_tokens (or answer_tokens, completion_tokens)} (format and "
+                        "public sources: docs/data.md in a clone of the repository); default: the demo prompts "
+                        f"shipped in the package, {SHIPPED_PROMPTS} (those of `sjf demo`)")
     g.add_argument("--scenario", default="burst",
                    help="comma-separated: burst, poisson, replay, app-burst, held-burst (default burst). held-burst: "
                         "the burst, cold (a fresh proxy, no length-memory evidence), submitted whole while the "
-                        "backend is held --hold-s seconds (e.g. benchmarks/data/stated_burst.jsonl). app-burst: "
+                        "backend is held --hold-s seconds (e.g. --data benchmarks/data/stated_burst.jsonl, in a clone "
+                        "of the repository). app-burst: "
                         "--n-short title tasks over pasted held-out prompts + --n-long held-out chat replies "
                         "(recorded >= 800 tokens), run cold (fresh proxy) and warm (fresh proxy that first "
-                        "answered --warmup-n requests of the same apps over other prompts; docs/memory.md). "
+                        "answered --warmup-n requests of the same apps over other prompts; docs/memory.md in a clone of "
+                        "the repository). "
                         "faults: load and faults through a real proxy and redis-server (alone; see its flags)")
     g.add_argument("--hold-s", type=float, default=2.0,
                    help="app-burst, held-burst: seconds the backend is held busy while the burst is submitted "
@@ -87,9 +90,11 @@ def add_arguments(p) -> None:
     g.add_argument("--markdown", action="store_true", help="print markdown tables")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--docs", action="store_true",
-                   help="run the whole documented suite and regenerate docs/benchmarks.md (see --only)")
+                   help="run the whole documented suite and regenerate docs/benchmarks.md (see --only); in a clone "
+                        "of the repository, whose docs/ it rewrites")
     g.add_argument("--only", default=None,
-                   help="with --docs: comma-separated sections to re-run (others are kept from docs/results/)")
+                   help="with --docs: comma-separated sections to re-run (others are kept from docs/results/, in a "
+                        "clone of the repository)")
 
 
 def _fault_arguments(p) -> None:
@@ -154,17 +159,18 @@ def build_scenarios(args, rows, service) -> list:
     return out
 
 
+#: The prompt set ``--data`` defaults to: the one the package ships (``sjf demo``'s).
+SHIPPED_PROMPTS = "sjf_lab/data/demo_prompts.jsonl"
+
+
 def default_data() -> str:
+    """The path of :data:`SHIPPED_PROMPTS` in the installed package."""
     from importlib import resources
 
-    for name in ("prompts.jsonl", "demo_prompts.jsonl", "default_prompts.jsonl"):
-        try:
-            p = resources.files("sjf_lab") / "data" / name
-            if p.is_file():
-                return str(p)
-        except Exception:
-            pass
-    raise FileNotFoundError("no --data given and no prompt set shipped in sjf_core/data")
+    p = resources.files("sjf_lab").joinpath(SHIPPED_PROMPTS.split("/", 1)[1])
+    if not p.is_file():
+        raise FileNotFoundError(f"no --data given and {SHIPPED_PROMPTS} is not in the installed package")
+    return str(p)
 
 
 def run(args) -> int:

@@ -8,11 +8,12 @@ each, and prints P50/P95 latency per **true** class (from the answer tokens), th
 short-P50 reduction (1 − P50_SJF/P50_FCFS) and the long-P95 inflation
 (P95_SJF/P95_FCFS − 1), as defined in DESIGN.md "Metrics".
 
-Prompts: the shipped ``sjf_core/data/demo_prompts.jsonl`` (short factual questions and
-long generation tasks, in our own words) or ``--data FILE.jsonl`` with recorded
-answers (``{"prompt", "response_tokens"}``), from which ``--n-short`` Short (< 200
-tokens) and ``--n-long`` Long (>= 800 tokens) prompts are drawn with ``--seed``.
-Prompt text is never printed.
+Prompts: the shipped ``sjf_lab/data/demo_prompts.jsonl`` (short factual questions and
+long generation tasks, in our own words), all of them unless ``--n-short`` / ``--n-long``
+ask for fewer, or ``--data FILE.jsonl`` with recorded answers (``{"prompt",
+"response_tokens"}``), from which ``--n-short`` Short (< 200 tokens, default 20) and
+``--n-long`` Long (>= 800 tokens, default 20) prompts are drawn with ``--seed``. Each run
+has its own progress bar. Prompt text is never printed.
 """
 
 from __future__ import annotations
@@ -35,10 +36,20 @@ SHORT_MAX = 200
 LONG_MIN = 800
 
 
+#: Prompts of each class drawn from ``--data`` when ``--n-short`` / ``--n-long`` are not given.
+DATA_DEFAULT_N = 20
+
+
 def add_arguments(p) -> None:
-    p.add_argument("--data", default=None, help="JSONL with {prompt, response_tokens} (docs/data.md); default: the shipped demo prompts")
-    p.add_argument("--n-short", type=int, default=20, help="Short prompts drawn from --data (default 20)")
-    p.add_argument("--n-long", type=int, default=20, help="Long prompts drawn from --data (default 20)")
+    n = {k: sum(d.klass == k for d in default_prompts()) for k in ("short", "medium", "long")}
+    p.add_argument("--data", default=None,
+                   help="JSONL with {prompt, response_tokens} (format: docs/data.md in a clone of the repository); "
+                        f"default: the {sum(n.values())} shipped demo prompts ({n['short']} Short, {n['medium']} "
+                        f"Medium, {n['long']} Long)")
+    for cls, name in (("short", "Short"), ("long", "Long")):
+        p.add_argument(f"--n-{cls}", type=int, default=None,
+                       help=f"{name} prompts in the burst: with --data, drawn from it (default {DATA_DEFAULT_N}); "
+                            f"without, drawn from the shipped demo prompts (default: all {n[cls]} of them)")
     p.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and the submission order")
     p.add_argument("--split", choices=("test", "all"), default="test",
                    help="draw --data prompts only from the held-out test split of `sjf train` (default: test, "
@@ -72,7 +83,7 @@ class DemoPrompt:
 
 
 def default_prompts() -> list[DemoPrompt]:
-    """The shipped demo prompts (``sjf_core/data/demo_prompts.jsonl``)."""
+    """The shipped demo prompts (``sjf_lab/data/demo_prompts.jsonl``)."""
     text = resources.files("sjf_lab").joinpath("data/demo_prompts.jsonl").read_text(encoding="utf-8")
     return [DemoPrompt(r["prompt"], int(r["answer_tokens"])) for r in map(json.loads, filter(str.strip, text.splitlines()))]
 
@@ -80,26 +91,32 @@ def default_prompts() -> list[DemoPrompt]:
 def pick_from_data(path: str | Path, n_short: int, n_long: int, seed: int = 0,
                    max_chars: int = 20000, split: str = "all") -> list[DemoPrompt]:
     """Draw ``n_short`` Short and ``n_long`` Long prompts (distinct texts) from a JSONL file
-    of ``{"prompt": str, "response_tokens": int}``. ``split="test"`` keeps only prompts in
-    the held-out test split of ``sjf train`` (:func:`sjf_lab.train_data.split_of`).
+    of ``{"prompt": str, "response_tokens": int}`` (or ``answer_tokens`` / ``completion_tokens``:
+    :mod:`sjf_lab.data_rows`). ``split="test"`` keeps only prompts in the held-out test split of
+    ``sjf train`` (:func:`sjf_lab.train_data.split_of`).
 
     Raises:
-        ValueError: the file has fewer usable Short or Long prompts than asked for.
+        ValueError: the file has fewer usable Short or Long prompts than asked for (none at
+            all: the message says what a row needs).
     """
-    from sjf_lab.train_data import prompt_key, split_of
+    from sjf_lab.data_rows import answer_tokens_of
+    from sjf_lab.train_data import no_rows_message, prompt_key, split_of
 
-    shorts, longs, seen = [], [], set()
+    shorts, longs, seen, usable = [], [], set(), 0
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            t, n = r.get("prompt"), r.get("response_tokens", r.get("answer_tokens"))
+            if not isinstance(r, dict):
+                continue
+            t, n = r.get("prompt"), answer_tokens_of(r)
             if not isinstance(t, str) or not t.strip() or len(t) > max_chars or t in seen:
                 continue
             if isinstance(n, bool) or not isinstance(n, (int, float)) or n < 1:
                 continue
+            usable += 1
             if split != "all" and split_of(prompt_key(t)) != split:
                 continue
             seen.add(t)
@@ -107,11 +124,40 @@ def pick_from_data(path: str | Path, n_short: int, n_long: int, seed: int = 0,
                 shorts.append(DemoPrompt(t, int(n)))
             elif n >= LONG_MIN:
                 longs.append(DemoPrompt(t, int(n)))
+    if not usable:
+        raise ValueError(no_rows_message([path]))
+    return draw(shorts, longs, n_short, n_long, seed, f"{path}: only {{}} Short and {{}} Long usable prompts in "
+                f"split {split!r}")
+
+
+def draw(shorts: list, longs: list, n_short: int, n_long: int, seed: int = 0,
+         short_of: str = "only {} Short and {} Long prompts") -> list[DemoPrompt]:
+    """``n_short`` of ``shorts`` and ``n_long`` of ``longs``, drawn with ``seed``. Raises
+    ValueError (``short_of`` formatted with the two counts) when there are fewer."""
     if len(shorts) < n_short or len(longs) < n_long:
-        raise ValueError(f"{path}: only {len(shorts)} Short and {len(longs)} Long usable prompts in split "
-                         f"{split!r} (asked for {n_short} and {n_long})")
+        raise ValueError(short_of.format(len(shorts), len(longs)) + f" (asked for {n_short} and {n_long})")
     rng = random.Random(seed)
     return rng.sample(shorts, n_short) + rng.sample(longs, n_long)
+
+
+def choose_prompts(args) -> tuple[list[DemoPrompt], str]:
+    """The burst's prompts and where they come from (what ``--help`` says; ValueError or
+    OSError for a bad ``--data`` or counts it cannot meet)."""
+    if args.data:
+        n_short = DATA_DEFAULT_N if args.n_short is None else args.n_short
+        n_long = DATA_DEFAULT_N if args.n_long is None else args.n_long
+        prompts = pick_from_data(args.data, n_short, n_long, args.seed, split=args.split)
+        return prompts, (f"{Path(args.data).name} ({n_short} Short + {n_long} Long, seed {args.seed}, "
+                         f"{'held-out test split' if args.split == 'test' else 'all prompts'})")
+    prompts = default_prompts()
+    if args.n_short is None and args.n_long is None:
+        return prompts, "the shipped demo prompts"
+    by = {k: [d for d in prompts if d.klass == k] for k in ("short", "medium", "long")}
+    n_short = len(by["short"]) if args.n_short is None else args.n_short
+    n_long = len(by["long"]) if args.n_long is None else args.n_long
+    chosen = draw(by["short"], by["long"], n_short, n_long, args.seed, "the shipped demo prompts have only {} "
+                  "Short and {} Long") + by["medium"]
+    return chosen, f"the shipped demo prompts ({n_short} Short + {n_long} Long, seed {args.seed})"
 
 
 # ---- statistics --------------------------------------------------------------------------
@@ -300,19 +346,24 @@ def _plugin_waiting(port: int) -> int:
         return 0
 
 
+#: What each run's progress bar is called: the policy, and what makes it so.
+RUN_LABELS = {"FCFS": "FCFS (no plugin)", "SJF": "SJF (litellm_sjf)"}
+
+
+def _progress(name: str, total: int):
+    """One progress bar for one run (its own count, 0 .. the burst), on stderr."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=RUN_LABELS.get(name, name), unit="req", file=sys.stderr, dynamic_ncols=True)
+
+
 def run(args) -> int:
     from sjf_lab.emulator import EmulatorThread
     from sjf_lab.proxy_runner import LiteLLMProxy, ProxyStartError, proxy_config
 
     t_start = time.monotonic()
     try:
-        if args.data:
-            prompts = pick_from_data(args.data, args.n_short, args.n_long, args.seed, split=args.split)
-            source = (f"{Path(args.data).name} ({args.n_short} Short + {args.n_long} Long, seed {args.seed}, "
-                      f"{'held-out test split' if args.split == 'test' else 'all prompts'})")
-        else:
-            prompts = default_prompts()
-            source = "the shipped demo prompts"
+        prompts, source = choose_prompts(args)
     except (OSError, ValueError) as exc:
         print(f"sjf demo: {exc}", file=sys.stderr)
         return 2
@@ -353,14 +404,8 @@ def run(args) -> int:
             for fut in [ex.submit(p.start) for p in proxies.values()]:
                 fut.result()
         print(f"proxies up after {time.monotonic() - t_start:.0f} s", flush=True)
-        bar = None
-        if not args.no_progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=2 * len(prompts), desc="FCFS", unit="req", file=sys.stderr, dynamic_ncols=True)
         for name, proxy in proxies.items():
-            if bar is not None:
-                bar.set_description(name)
+            bar = None if args.no_progress else _progress(name, len(prompts))
             emu.reset()
             t0 = time.monotonic()
             held = None if args.no_hold else (emu, queued[name])
@@ -371,8 +416,8 @@ def run(args) -> int:
             if st["max_in_flight"] > 1 and name == "SJF":
                 print(f"warning: the backend saw {st['max_in_flight']} requests at once under SJF", file=sys.stderr)
             runs.append(RunStats(name, results, time.monotonic() - t0))
-        if bar is not None:
-            bar.close()
+            if bar is not None:
+                bar.close()
     except ProxyStartError as exc:
         print(f"sjf demo: {exc}", file=sys.stderr)
         return 1

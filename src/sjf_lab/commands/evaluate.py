@@ -19,13 +19,21 @@ from pathlib import Path
 HELP = "evaluate length predictors on held-out-by-prompt data: ranking accuracy, class accuracy, Kendall τ-b"
 
 
+#: The paper's Model A, beside the shipped model in a clone (not in the wheel: models/reference/README.md).
+MODEL_A = Path("models") / "reference" / "clairvoyant_model_a_sharegpt.onnx"
+
+
 def add_arguments(p) -> None:
+    from sjf_lab.loso import families_text
+
     p.add_argument("--data", nargs="+", required=True,
-                   help="JSONL files, directories or globs of {prompt, response_tokens, model} lines (as for "
-                        "sjf train; the format and its public sources: docs/data.md)")
+                   help="JSONL files, directories or globs of {prompt, response_tokens (or answer_tokens, "
+                        "completion_tokens), model} lines (as for sjf train; the format and its public sources: "
+                        "docs/data.md in a clone of the repository)")
     p.add_argument("--model", action="append", default=[],
-                   help="ONNX model to evaluate (repeatable); 'default' = the shipped model. "
-                        "Default: the shipped model and the paper's Model A (models/reference/)")
+                   help="ONNX model to evaluate (repeatable); 'default' = the shipped model. Default: the shipped "
+                        f"model, and the paper's Model A ({MODEL_A.as_posix()}) when run from a clone of the "
+                        f"repository: the wheel does not ship it; from an install, pass --model PATH to a copy")
     p.add_argument("--no-length-rule", action="store_true", help="leave out the prompt-length rule peer")
     p.add_argument("--split", choices=("test", "val", "train", "all"), default="test",
                    help="which part of the fixed split to score (default test)")
@@ -42,18 +50,21 @@ def add_arguments(p) -> None:
                    help="train a matrix model only for sources with at least this many train prompts (default 150)")
     p.add_argument("--nthread", type=int, default=2, help="XGBoost threads for --cross-source / --loso (default 2)")
     p.add_argument("--loso", action="store_true",
-                   help="leave-one-source-out over source families (sjf_lab.loso.FAMILIES): train each --loso-preset "
+                   help=f"leave-one-source-out over the source families {families_text()} (a file's name is its "
+                        "source; another name is a family of its own): train each --loso-preset "
                         "without the family, score its rows; the --model files and the length rule are scored on the "
                         "same rows. Row-level and within-model Eq. 2, Kendall τ-b, macro with bootstrap intervals")
     p.add_argument("--loso-preset", action="append", default=[], choices=("rank", "general"),
                    help="training recipe(s) to run through LOSO (default: rank and general)")
-    p.add_argument("--family", action="append", default=[], help="hold out only these families (repeatable)")
+    p.add_argument("--family", action="append", default=[],
+                   help="hold out only these families (repeatable; the names: see --loso)")
     p.add_argument("--cap", type=int, default=40,
                    help="LOSO: at most this many answer rows per prompt (multi-model files; default 40, 0 = all)")
     p.add_argument("--boot", type=int, default=200, help="LOSO: bootstrap resamples of prompts (default 200)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="LOSO feature cache (default: $SJF_CACHE_DIR, else the user cache directory "
-                        "$XDG_CACHE_HOME/clairvoyant-sjf, i.e. ~/.cache/clairvoyant-sjf on Linux; docs/data.md)")
+                        "$XDG_CACHE_HOME/clairvoyant-sjf, i.e. ~/.cache/clairvoyant-sjf on Linux; docs/data.md in a "
+                        "clone of the repository)")
     p.add_argument("--calibration-report", action="store_true",
                    help="LOSO: calibration of expected tokens per decile on the out-of-family predictions")
     p.add_argument("--write-calibration", default=None, metavar="JSON",
@@ -65,11 +76,14 @@ def _default_models() -> list[tuple[str, str]]:
     from sjf_core.predict._predictor import default_model_path
 
     out = [("default", str(default_model_path()))]
-    model_a = Path(default_model_path()).parent / "reference" / "clairvoyant_model_a_sharegpt.onnx"
+    model_a = Path(default_model_path()).parent / "reference" / MODEL_A.name
     if not model_a.is_file():
-        model_a = Path(__file__).resolve().parents[3] / "models" / "reference" / "clairvoyant_model_a_sharegpt.onnx"
+        model_a = Path(__file__).resolve().parents[3] / MODEL_A
     if model_a.is_file():
         out.append(("Model A (paper)", str(model_a)))
+    else:
+        print(f"sjf eval: the paper's Model A ({MODEL_A.as_posix()}) is only in a clone of the repository; scoring "
+              "without it (--model PATH adds a copy)", file=sys.stderr)
     return out
 
 
@@ -207,7 +221,7 @@ def _run_loso(args, ds, models) -> int:
 def run(args) -> int:
     from sjf_lab.evaluate import evaluate, format_table, length_peer, model_peer
     from sjf_core.predict._predictor import PredictorError, default_model_path
-    from sjf_lab.train_data import build_dataset, load_rows
+    from sjf_lab.train_data import build_dataset, load_rows, no_rows_message
 
     try:
         rows = load_rows(args.data)
@@ -215,10 +229,14 @@ def run(args) -> int:
         print(f"sjf eval: {exc}", file=sys.stderr)
         return 1
     if not rows:
-        print("sjf eval: no usable rows", file=sys.stderr)
+        print(f"sjf eval: {no_rows_message(args.data)}", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
     eval_rows = rows if args.split == "all" else ds.rows_of(args.split)
+    if not eval_rows and not args.loso:
+        print(f"sjf eval: none of the {len(rows)} usable rows is in the {args.split} split (the fixed split by "
+              "prompt hash puts about 20% of the prompts in test); --split all scores them all", file=sys.stderr)
+        return 1
     models = [("default", str(default_model_path())) if m == "default" else (Path(m).stem, m) for m in args.model]
     models = models or _default_models()
     if args.loso:

@@ -38,7 +38,8 @@ def add_arguments(p) -> None:
                         "cross-fitted word lexicon, chosen by leave-one-source-out (the shipped default)")
     p.add_argument("--spread", default=None, metavar="JSON",
                    help="spread calibration knots [[mu, median ln(1+tokens), sigma], ...] for the class "
-                        "probabilities and stated sizes, as written by benchmarks/stated_sizes_loso.py --write-spread")
+                        "probabilities and stated sizes, as written by benchmarks/stated_sizes_loso.py --write-spread (a "
+                        "script in a clone of the repository)")
     p.add_argument("--calibration", default=None, metavar="JSON",
                    help="calibration knots [[mu, ln(1+E[tokens])], ...] for expected_tokens, as written by "
                         "`sjf eval --loso --write-calibration`")
@@ -56,8 +57,10 @@ def add_arguments(p) -> None:
                    help="continue boosting from this model (domain retraining, paper §5.1); needs its .xgb.ubj")
     p.add_argument("--exclude-source", action="append", default=[], help="drop rows of this source (repeatable)")
     p.add_argument("--only-source", action="append", default=[], help="keep only rows of this source (repeatable)")
+    from sjf_lab.loso import families_text
+
     p.add_argument("--exclude-family", action="append", default=[],
-                   help="leave out a LOSO source family (sjf_lab.loso.FAMILIES): every row whose prompt occurs in "
+                   help=f"leave out a LOSO source family ({families_text()}): every row whose prompt occurs in "
                         "that family's files, in any file (for a benchmark on a family the model never saw)")
     p.add_argument("--compare", action="append", default=[], help="also evaluate this ONNX model in the card")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation in the card")
@@ -135,7 +138,12 @@ def run(args) -> int:
         held = {r.key for r in rows if family_of(r.source) in set(args.exclude_family)}
         rows = [r for r in rows if r.key not in held]
     if not rows:
-        print("sjf train: no usable rows", file=sys.stderr)
+        from sjf_lab.train_data import no_rows_message
+
+        filtered = " after --only-source / --exclude-source / --exclude-family" if (
+            args.only_source or args.exclude_source or args.exclude_family) else ""
+        print(f"sjf train: no rows left{filtered}" if filtered and sum(v["rows"] for v in stats.values()) else
+              f"sjf train: {no_rows_message(args.data)}", file=sys.stderr)
         return 1
     ds = build_dataset(rows)
     knots = _read_knots(args)

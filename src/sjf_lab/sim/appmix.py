@@ -107,6 +107,7 @@ def load_prompts(paths: Sequence[str], split: str, max_chars: int = 4000) -> lis
     ("train", "val", "test") of the predictor's fixed split by prompt, de-duplicated."""
     import json
 
+    from sjf_lab.data_rows import answer_tokens_of
     from sjf_lab.train_data import prompt_key, split_of
 
     out, seen = [], set()
@@ -117,7 +118,7 @@ def load_prompts(paths: Sequence[str], split: str, max_chars: int = 4000) -> lis
                     d = json.loads(line)
                 except ValueError:
                     continue
-                p, t = d.get("prompt"), d.get("response_tokens")
+                p, t = (d.get("prompt"), answer_tokens_of(d)) if isinstance(d, dict) else (None, None)
                 if not isinstance(p, str) or not p.strip() or len(p) > max_chars or p in seen:
                     continue
                 if not isinstance(t, (int, float)) or isinstance(t, bool) or t < 0:
