@@ -38,10 +38,13 @@ def ollama_durations(rec: Mapping | None, first_token_s: float, now: float | Non
     t_in = float(rec["t_in"])
     t_sched = rec.get("t_sched")
     t_start = float(rec.get("t_start", t_in))
-    return {"total_duration": _ns(now - t_in),
-            "load_duration": _ns(float(t_sched) - t_in) if t_sched is not None else 0,
-            "prompt_eval_duration": _ns(first_token_s),
-            "eval_duration": _ns(max(0.0, now - t_start - first_token_s))}
+    total = _ns(now - t_in)
+    load = max(0, int(round((float(t_sched) - t_in) * _NS))) if t_sched is not None else 0
+    prompt = _ns(first_token_s)
+    # the parts never add up to more than the whole (records are rounded to 0.1 ms)
+    evals = max(1, min(_ns(now - t_start - first_token_s), total - load - prompt))
+    return {"total_duration": total, "load_duration": min(load, total), "prompt_eval_duration": prompt,
+            "eval_duration": evals}
 
 
 def lmstudio_stats(rec: Mapping | None, n_tokens: int, finish: str, first_token_s: float,

@@ -115,6 +115,7 @@ class Box:
         self.pending: collections.deque[Pending] = collections.deque()
         self._stats = self._fresh_stats()
         self._peaks = {m.name: 0 for m in config.models}
+        self._draining = self._again = False
 
     # ---- the models ---------------------------------------------------------------------
     def find(self, name) -> ModelSpec | None:
@@ -193,6 +194,21 @@ class Box:
 
     # ---- the pending queue --------------------------------------------------------------
     def _drain(self) -> None:
+        """Serve the pending queue in order (module docstring). Not re-entrant: a change made
+        while draining (an unload that frees room) drains once more afterwards."""
+        if self._draining:
+            self._again = True
+            return
+        self._draining = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                self._drain_once()
+        finally:
+            self._draining = False
+
+    def _drain_once(self) -> None:
         i = 0
         while i < len(self.pending):
             p = self.pending[i]
