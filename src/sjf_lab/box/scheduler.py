@@ -156,7 +156,7 @@ class Box:
         """Queue a request for ``spec``. Raises :class:`BoxBusy` when the queue is full."""
         if len(self.pending) >= self.config.max_queue:
             self._stats.refused += 1
-            raise BoxBusy(f"server busy, please try again. maximum pending requests exceeded")
+            raise BoxBusy("server busy, please try again. maximum pending requests exceeded")
         p = Pending(spec, asyncio.get_running_loop().create_future(), self.clock(), keep_alive_s)
         self.pending.append(p)
         self._stats.max_pending = max(self._stats.max_pending, len(self.pending))
