@@ -218,6 +218,18 @@ async def test_listings_say_what_is_loaded_as_each_server_does(emulator_factory)
         assert (await c.get(root + "/api/ps")).json()["models"] == []
 
 
+async def test_api_ps_waits_for_a_load_in_progress_as_ollama_does(emulator_factory):
+    emu = await emulator_factory(trace_records=TRACE, tokens_per_s=5000,
+                                 box=_box({"name": "chat", "load_s": 0.3}, "auto", max_loaded=2, preload=("auto",)))
+    async with httpx.AsyncClient(timeout=30) as c:
+        asking = asyncio.ensure_future(_ollama(c, emu, "chat", "short"))
+        await wait_until(lambda: _box_stats(emu)["models"]["chat"]["state"] == "loading")
+        ps = (await c.get(_root(emu) + "/api/ps")).json()["models"]
+        assert _box_stats(emu)["models"]["chat"]["state"] == "ready"  # it answered after the load
+        assert sorted(m["name"] for m in ps) == ["auto:latest", "chat:latest"]
+        assert (await asking).status_code == 200
+
+
 async def test_keep_alive_zero_unloads_after_the_answer(emulator_factory):
     emu = await emulator_factory(trace_records=TRACE, tokens_per_s=5000, box=_box("a", "b"))
     async with httpx.AsyncClient(timeout=30) as c:

@@ -4,7 +4,8 @@ Contract: :class:`ModelRoutes` adds read-only listings (and llama-swap's ``/unlo
 emulator's app; each lists the box's models as that server lists its own. Without a box the
 emulator is a box of one model, always loaded. Nothing here changes a request's path.
 
-* Ollama: ``GET /api/ps`` (loaded models, loading ones included, as Ollama lists them: ``name``
+* Ollama: ``GET /api/ps`` (loaded models, as Ollama lists them, answered once no load is in
+  progress, as Ollama's takes each runner's lock that a load holds: ``name``
   / ``model`` with the ``:latest`` tag, ``size`` / ``size_vram`` in bytes, ``digest``,
   ``details``, ``expires_at`` (RFC 3339), ``context_length``; the latest expiry first),
   ``GET /api/tags`` (every model), ``GET /v1/models``.
@@ -73,6 +74,8 @@ class ModelRoutes:
 
     # ---- Ollama ---------------------------------------------------------------------------------
     async def ollama_ps(self, request: web.Request) -> web.Response:
+        if self.emu.box is not None:
+            await self.emu.box.loads_settled()  # as Ollama: a load in progress holds /api/ps
         models = []
         for e in self.entries():
             if e["state"] not in ("loading", "ready"):

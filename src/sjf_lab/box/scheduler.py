@@ -56,6 +56,7 @@ class Runner:
         self.ready_at: float | None = None
         self.last_used = now
         self.attached: list[Pending] = []  # requests waiting for its load
+        self.settled = asyncio.Event()  # set once its load ended (loaded, or gone)
         self._expiry: asyncio.TimerHandle | None = None
 
     def expires_at(self, now: float) -> float | None:
@@ -136,6 +137,7 @@ class Box:
             if spec.name not in self.runners:
                 r = Runner(spec, self.slots_of(spec), self.config.keep_alive_s, now)
                 r.phase, r.ready_at = "ready", now
+                r.settled.set()
                 self.runners[spec.name] = r
                 self._arm_expiry(r)
         self._stats.max_loaded = max(self._stats.max_loaded, len(self.runners))
@@ -291,6 +293,7 @@ class Box:
             return
         now = self.clock()
         r.phase, r.ready_at = "ready", now
+        r.settled.set()
         attached, r.attached = r.attached, []
         for p in attached:
             p.load_s = now - max(p.t_in, r.load_started)
@@ -334,6 +337,7 @@ class Box:
             self._gone(r)
 
     def _gone(self, r: Runner) -> None:
+        r.settled.set()
         if self.runners.get(r.name) is r:
             del self.runners[r.name]
             self._stats.unloads += 1
@@ -371,6 +375,15 @@ class Box:
                 r.evicting = True
         self._drain()
         return n
+
+    async def loads_settled(self) -> None:
+        """Return once no load is in progress (Ollama's ``/api/ps`` waits for one: it takes each
+        runner's lock, which a load holds)."""
+        while True:
+            loading = [r for r in self.runners.values() if r.phase == "loading"]
+            if not loading:
+                return
+            await asyncio.wait([asyncio.ensure_future(r.settled.wait()) for r in loading])
 
     # ---- counters -----------------------------------------------------------------------
     def _fresh_stats(self, keep: _BoxStats | None = None) -> _BoxStats:
