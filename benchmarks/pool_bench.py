@@ -60,7 +60,7 @@ from sjf_lab.bench.workload import Job, burst, load_rows  # noqa: E402
 from sjf_lab.emulator import EmulatorThread  # noqa: E402
 from sjf_lab.proxy_runner import LiteLLMProxy, free_port, proxy_config  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations" / "sharegpt.jsonl"
+DEFAULT_DATA = Path(os.environ.get("SJF_DATA_DIR", "conversations")) / "sharegpt.jsonl"  # docs/data.md
 MODEL = "emu"
 HOLD_PROMPT = "Keep backend {b} busy while the burst queues (pool benchmark hold)."
 ROWS = ("no-plugin", "per-backend", "pool", "pool-oracle")

@@ -47,6 +47,7 @@ import json
 import math
 import sys
 import time
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,7 @@ from sjf_lab.bench.workload import Job, burst, load_rows# noqa: E402
 from sjf_lab.emulator import EmulatorThread# noqa: E402
 from sjf_lab.proxy_runner import LiteLLMProxy, proxy_config# noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations" / "sharegpt.jsonl"
+DEFAULT_DATA = Path(os.environ.get("SJF_DATA_DIR", "conversations")) / "sharegpt.jsonl"  # docs/data.md
 MODEL = "emu"
 HOLD_PROMPT = "Keep the backend busy while the burst queues (benchmark hold)."
 

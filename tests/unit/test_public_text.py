@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-INTERNAL = re.compile(r"\.\./shared|/work/|/root/|/home/\w")
+INTERNAL = re.compile(r"\.\./shared|/work/|/root/|/home/\w|\"shared\" / \"data\"")
 TEXT = (".md", ".py", ".yaml", ".yml", ".json", ".html", ".toml", ".txt", ".jsonl")
 
 
