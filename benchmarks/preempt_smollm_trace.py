@@ -14,7 +14,7 @@ Usage::
 
     .venv/bin/python benchmarks/preempt_smollm_trace.py --data <conversations dir> \\
         --llama-python ../preempt-llama-venv/bin/python --model SmolLM2-135M-Instruct.Q4_1.gguf \\
-        --out ../preempt-data/smollm_trace.jsonl --n 150 --max-tokens 1024
+        --out <outside the repo>/smollm_trace.jsonl --n 150 --max-tokens 1024
 """
 
 from __future__ import annotations

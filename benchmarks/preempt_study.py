@@ -24,7 +24,7 @@ pauses per request.
 Usage::
 
     .venv/bin/python benchmarks/preempt_study.py --data <conversations dir> \\
-        --smollm ../preempt-data/smollm_trace.jsonl --costs docs/results/preempt_primitives.json \\
+        --smollm <smollm trace, outside the repo> --costs docs/results/preempt_primitives.json \\
         --out docs/results/preempt_study.json
 """
 
