@@ -26,7 +26,7 @@ import numpy as np
 
 from sjf_core.policy._fair_share import pending_of
 from sjf_core.policy._policies import Policy, RequestMeta
-from sjf_core.policy._tenants import Fairness
+from sjf_core.settings import Fairness
 from sjf_lab.sim.pause import LengthBelief, PauseRule
 
 
