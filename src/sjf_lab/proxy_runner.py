@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -165,6 +166,13 @@ class LiteLLMProxy:
             return text[-tail_chars:] if tail_chars else text
         text = p.read_text(errors="replace")
         return text[-tail_chars:] if tail_chars else text
+
+    def log_lines(self) -> list[str]:
+        """The log's lines, one record each: LiteLLM's coloured prints write their newline
+        apart from their text, so another stream's record can land on the same line after
+        the colour reset; such a line is split at the reset."""
+        return [part for line in self.log_text().splitlines()
+                for part in re.split(r"(?<=\x1b\[0m)(?=\S)", line)]
 
     def running(self) -> bool:
         """True while the process is alive."""

@@ -37,7 +37,7 @@ def test_sjf_policy_oracle_stops_the_proxy_with_one_line_naming_it():
                          env={"SJF_POLICY": "oracle"}, startup_timeout_s=300)
     with pytest.raises(ProxyStartError) as info:
         proxy.start()
-    log = str(info.value).splitlines() + proxy.log_text().splitlines()
+    log = str(info.value).splitlines() + proxy.log_lines()
     fatal = [line for line in log if line.startswith("litellm_sjf: FATAL")]
     assert fatal, "\n".join(log[-40:])
     line = fatal[0]

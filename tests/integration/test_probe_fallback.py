@@ -171,7 +171,7 @@ async def test_next_request_starts_within_5_s_of_the_orphans_end_whatever_the_pr
 
 
 def test_start_up_logs_one_info_line_and_warns_of_the_misspelt_setting(pf):
-    log = pf.proxy.log_text().splitlines()
+    log = pf.proxy.log_lines()
     loaded = [x for x in log if "litellm_sjf loaded:" in x]
     assert len(loaded) == 1 and loaded[0].startswith("INFO"), "\n".join(log)
     assert "policy sjf-tokens, guard work-bound (tau off), slots 1 per backend, memory on, store in-process, " in loaded[0]

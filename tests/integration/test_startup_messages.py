@@ -27,7 +27,7 @@ def failed_start_and_log(env: dict) -> tuple[str, list[str]]:
     proxy = LiteLLMProxy(proxy_config({"emu": "http://127.0.0.1:9/v1"}, plugin=True), env=env, startup_timeout_s=300)
     with pytest.raises(ProxyStartError) as info:
         proxy.start()
-    return str(info.value), proxy.log_text().splitlines()
+    return str(info.value), proxy.log_lines()
 
 
 def test_a_redis_url_without_scheme_stops_the_proxy_with_one_line_naming_it():
