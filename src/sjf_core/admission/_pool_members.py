@@ -2,7 +2,7 @@
 
 Contract:
 
-* :class:`LiveMember` is a :class:`~sjf_core.policy._pool_rule.PoolMember` whose free slots
+* :class:`LiveMember` is a :class:`~sjf_core.policy._box.Runner` whose free slots
   are read from the backend's own admission queue and its in-process slot ledger
   (:mod:`sjf_core.admission._ledger`, shared with the last-resort gate): ``slots − units held
   or waited for − waiting there − slots handed to pool waiters not yet taken``. So a
@@ -31,7 +31,7 @@ from typing import Any, Callable
 from sjf_core._faults import note_fault
 from sjf_core.admission._events import QueueEvents
 from sjf_core.policy._entry import class_of_tokens
-from sjf_core.policy._pool_rule import PoolMember
+from sjf_core.policy._box import Runner
 
 log = logging.getLogger("sjf_core.admission.pool")
 
@@ -41,7 +41,7 @@ DOWN_RETRY_S = 1.0
 MAX_RETRY_S = 10.0
 
 
-class LiveMember(PoolMember):
+class LiveMember(Runner):
     """One backend of one or more pools (module docstring). ``queue``: its admission queue."""
 
     def __init__(self, key: str, queue: Any, clock: Callable[[], float] = time.monotonic):
