@@ -42,7 +42,7 @@ def start(rule: Placement, r: Runner, e: Entry, now: float = 0.0) -> None:
 
 # ---- placement: where a pool's head goes ----------------------------------------------------
 def test_head_goes_where_it_finishes_first():
-    fast, slow = runners(0.01, 0.02)
+    fast, slow = runners(0.01, 0.04)
     assert Placement([slow, fast]).place(entry(0, 100), now=0.0) is fast
 
 
@@ -58,14 +58,14 @@ def test_equal_boxes_with_noisy_speeds_never_leave_one_idle():
 
 
 def test_a_request_waits_only_for_a_clear_gain():
-    fast, slow = runners(0.01, 0.02)
+    fast, slow = runners(0.01, 0.04)
     rule = Placement([fast, slow])
     running = entry(0, 84)
     start(rule, fast, running)  # frees in 1 s
-    short = entry(1, 30)  # 0.46 s on fast + 1 s wait vs 0.92 s on slow: no gain
+    short = entry(1, 30)  # 0.46 s on fast after 1 s vs 1.84 s on slow: saves less than 2 s
     assert rule.place(short, now=0.0) is slow
     Placement.finished(slow, short, 0.0, None)
-    long = entry(2, 2000)  # 20 s on fast after 1 s vs 40 s on slow: waits
+    long = entry(2, 2000)  # 20 s on fast after 1 s vs 81 s on slow: waits
     assert rule.place(long, now=0.0) is None and fast.promised == 1
     assert rule.ready(0.5) is None
     Placement.finished(fast, running, 1.0, 84)
@@ -73,7 +73,7 @@ def test_a_request_waits_only_for_a_clear_gain():
 
 
 def test_a_reserved_slot_is_not_handed_to_the_next_request():
-    fast, slow = runners(0.01, 0.02)
+    fast, slow = runners(0.01, 0.04)
     rule = Placement([fast, slow])
     running = entry(0, 84)
     start(rule, fast, running)
@@ -85,14 +85,14 @@ def test_a_reserved_slot_is_not_handed_to_the_next_request():
 
 
 def test_a_request_does_not_wait_when_the_busy_one_frees_too_late():
-    fast, slow = runners(0.01, 0.02)
+    fast, slow = runners(0.01, 0.04)
     rule = Placement([fast, slow])
     start(rule, fast, entry(0, 4000))  # 40 s left
     assert rule.place(entry(1, 2000), now=0.0) is slow
 
 
 def test_a_reservation_whose_runner_overruns_goes_to_the_free_one_at_the_recheck():
-    fast, slow = runners(0.01, 0.02)
+    fast, slow = runners(0.01, 0.04)
     rule = Placement([fast, slow])
     start(rule, fast, entry(0, 484))  # expected to free at 5 s
     long = entry(1, 2000)
@@ -104,7 +104,7 @@ def test_a_reservation_whose_runner_overruns_goes_to_the_free_one_at_the_recheck
 
 
 def test_a_runner_going_down_hands_its_reservation_to_the_others():
-    fast, slow = runners(0.01, 0.02)
+    fast, slow = runners(0.01, 0.04)
     rule = Placement([fast, slow])
     start(rule, fast, entry(0, 84))
     long = entry(1, 2000)

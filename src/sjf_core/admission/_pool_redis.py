@@ -27,7 +27,7 @@ import itertools
 import logging
 from typing import Any, Callable
 
-from sjf_core.policy._placement import DEFAULT_MARGIN
+from sjf_core.policy._placement import TIE
 
 log = logging.getLogger("sjf_core.admission.pool")
 
@@ -199,4 +199,4 @@ class RedisPool:
         rank = {m.key: (i - turn) % max(1, len(members)) for i, m in enumerate(members)}
         known = [m.s_per_token for m in free if m.s_per_token > 0]
         fastest = min(known) if known else 0.0
-        return sorted(free, key=lambda m: (m.s_per_token > fastest * (1.0 + DEFAULT_MARGIN), rank[m.key]))
+        return sorted(free, key=lambda m: (m.s_per_token > fastest * (1.0 + TIE), rank[m.key]))

@@ -13,7 +13,7 @@ Unmeasured speeds count as the median of the measured peers (all unmeasured: equ
 **Placement** (:meth:`Placement.place`, a pool's head): the request goes to the *startable*
 runner where it is expected to finish first (a runner is startable when it has a free slot and
 its box lets it start: cap and loaded set, :meth:`~sjf_core.policy._box.Box.allows`; finishes
-within ``margin`` of the best count as equal, then the fewest running, then idle longest).
+within :data:`TIE` of the best count as equal, then the fewest running, then idle longest).
 It waits for a busy runner only when that one is expected to finish it earlier **by a clear
 margin**: ``finish_busy < finish_free − max(margin × finish_free, margin_s)``; then it
 *reserves* that runner and the next request is placed the same way, so the free runner is not
@@ -42,9 +42,12 @@ from sjf_core.policy._box_turn import BoxTurn, Demand
 from sjf_core.policy.promotion import work_tokens
 
 #: waiting for a busy runner must save this share of the finish time on the free one ...
-DEFAULT_MARGIN = 0.25
-#: ... and at least this many seconds
-DEFAULT_MARGIN_S = 1.0
+DEFAULT_MARGIN = 0.5
+#: ... and at least this many seconds (docs/boxes.md, "Choosing the margins")
+DEFAULT_MARGIN_S = 2.0
+#: free runners whose expected finishes are within this share of the best count as equal
+#: (measured speeds are noisy); then the fewest running, then the one idle longest
+TIE = 0.1
 #: load time assumed for a model whose loads were not measured yet, seconds
 DEFAULT_LOAD_S = 5.0
 #: the box's starvation guard: a waiter is due after this many times its own expected seconds ...
@@ -197,7 +200,7 @@ class Placement(BoxTurn):
             return min(free, key=lambda m: (len(m.running) + m.busy_elsewhere, m.idle_since))
         fin = {m: self.load_cost(m, now) + self.service_s(entry, m) for m in free}
         best = min(fin.values())
-        near = [m for m in free if fin[m] <= best * (1.0 + self.margin) + 1e-9]
+        near = [m for m in free if fin[m] <= best * (1.0 + TIE) + 1e-9]
         return min(near, key=lambda m: (len(m.running) + m.busy_elsewhere, m.idle_since))
 
     def _best_busy(self, entry, now: float, free: set) -> tuple[Runner | None, float]:
@@ -288,5 +291,5 @@ class Placement(BoxTurn):
             runner.idle_since = now
 
 
-__all__ = ["Placement", "Reservation", "Demand", "DEFAULT_MARGIN", "DEFAULT_MARGIN_S", "DEFAULT_LOAD_S",
+__all__ = ["Placement", "Reservation", "Demand", "DEFAULT_MARGIN", "DEFAULT_MARGIN_S", "DEFAULT_LOAD_S", "TIE",
            "GUARD_SLOWDOWN", "GUARD_MIN_S"]
