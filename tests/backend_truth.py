@@ -1,5 +1,6 @@
 """Backend truth across every test: no emulator sees more than its ``slots`` user requests
-at once (DESIGN.md invariant 1), whoever started it.
+at once (DESIGN.md invariant 1), whoever started it; a box of several models, no more than
+each model runner's ``slots`` for that model.
 
 Contract: after :func:`install`, every :class:`sjf_lab.emulator.Emulator` started in this
 process (by the ``emulator_factory`` fixture, an ``EmulatorThread`` of a module's harness,
@@ -18,7 +19,7 @@ import weakref
 
 _LIVE: "weakref.WeakSet" = weakref.WeakSet()  # every started emulator still alive
 _STARTED: list = []  # started since the last end of a test: kept alive until it is checked
-_PEAK_SEEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # emulator -> peak at the last check
+_PEAK_SEEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # emulator -> {bound: peak at the last check}
 _EXEMPT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # emulator -> why it may exceed
 
 
@@ -53,17 +54,33 @@ def _peak(emu) -> int:
     return int(emu.stats()["peak_in_flight"])
 
 
+def _bounds(emu) -> list[tuple[str, int, int]]:
+    """``(what, peak, slots)`` of each bound of ``emu``: the one serial queue, or (a box of
+    several models) each model runner's."""
+    if getattr(emu, "box", None) is None:
+        return [("", _peak(emu), int(emu.config.slots))]
+    for _ in range(5):
+        try:
+            models = emu.stats()["box"]["models"]
+            break
+        except RuntimeError:
+            continue
+    return [(f" model {name}", int(m["peak_in_flight"]), int(m["slots"])) for name, m in models.items()]
+
+
 def breaches() -> list[str]:
-    """One line per registered emulator whose peak rose since the last call and is above
-    its slots (so a breach is reported once, in the test in which it happened; a module's
-    harness outlives a test). Emulators of :func:`may_exceed_slots` are skipped."""
+    """One line per registered emulator (per model runner of a box) whose peak rose since the
+    last call and is above its slots (so a breach is reported once, in the test in which it
+    happened; a module's harness outlives a test). Emulators of :func:`may_exceed_slots` are
+    skipped."""
     out = []
     for emu in {id(e): e for e in [*_LIVE, *_STARTED]}.values():
-        peak, slots = _peak(emu), int(emu.config.slots)
-        rose = peak > _PEAK_SEEN.get(emu, 0)
-        _PEAK_SEEN[emu] = peak
-        if rose and peak > slots and emu not in _EXEMPT:
-            out.append(f"emulator {emu.base_url} saw {peak} user requests at once, slots={slots}")
+        seen = _PEAK_SEEN.setdefault(emu, {})
+        for what, peak, slots in _bounds(emu):
+            rose = peak > seen.get(what, 0)
+            seen[what] = peak
+            if rose and peak > slots and emu not in _EXEMPT:
+                out.append(f"emulator {emu.base_url}{what} saw {peak} user requests at once, slots={slots}")
     return out
 
 

@@ -37,6 +37,19 @@ text: the last user message) and ``POST /api/generate`` (``prompt``). They strea
 ``prompt_eval_count``, ``eval_count`` and the ``*_duration`` fields (nanoseconds).
 ``GET /api/tags``, ``GET /api/version`` and ``POST /api/show`` answer at once.
 
+**A box of several models** (``EmulatorConfig(box=BoxConfig(...))``, ``sjf emulate
+--box-model ...``; :mod:`sjf_lab.box`, docs/boxes.md): one URL serves several models the way
+Ollama does: a runner per model with its own ``slots``, at most ``max_loaded`` models loaded,
+a load time per model (a request for an unloaded model waits in the box's pending queue,
+FIFO, for room and pays the load; an idle model is evicted least recently used first), a
+speed per model, and answers running side by side sharing the box's speed. Requests are
+routed by their ``model`` (unknown: 404). Embedding calls (``/v1/embeddings``,
+``/api/embed``, ``/api/embeddings``) go through their model's runner. Listings:
+``/api/ps``, ``/api/tags``, ``/v1/models`` (Ollama), ``/api/v0/models``, ``/api/v1/models``
+(LM Studio; ``/api/v0/chat/completions`` etc. add LM Studio's ``stats``), ``/running`` and
+``/unload`` (llama-swap) (:mod:`sjf_lab.box.routes`). Ollama's answers carry real
+``load_duration`` / ``eval_duration`` / ``total_duration`` (ns) in both modes.
+
 llama.cpp server's ``GET /props`` answers ``{"total_slots": slots, ...}`` (unless
 ``props=False``: then 404, as a server that cannot say).
 
@@ -85,7 +98,6 @@ for synchronous code) or as ``sjf emulate``.
 from __future__ import annotations
 
 import asyncio
-import collections
 import hashlib
 import json
 import logging
@@ -99,6 +111,13 @@ from typing import Any, Iterable, Mapping
 
 from aiohttp import web
 
+from sjf_lab.box.fifo import FifoSlots
+from sjf_lab.box.formats import EMBED_APIS, embed_inputs, embedding_answer
+from sjf_lab.box.config import keep_alive_seconds
+from sjf_lab.box.lane import BoxLane, SerialLane
+from sjf_lab.box.routes import ModelRoutes
+from sjf_lab.emulator_wire import _Format, _words
+
 log = logging.getLogger("sjf_lab.emulator")
 
 FAULT_HEADER = "x-emulator-fault"
@@ -108,7 +127,6 @@ FAULTS = ("500", "503", "429", "drop", "drop-mid", "hold", "timeout")
 PROBE_FAULTS = ("500", "503", "429", "timeout")
 PROBE_FAULT_AT = ("slot", "arrival")
 DISCONNECT_MODES = ("stop", "continue", "stop-streams")
-_WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do")
 
 
 def prompt_hash(text: str) -> str:
@@ -268,6 +286,10 @@ class EmulatorConfig:
         probe_fault: what idle probes get (None: a normal 1-token answer), see the module
             docstring; probe_fault_at: "slot" or "arrival"; probe_fault_rate: the share of
             probes that get it (0..1).
+        box: None (one serial model), or a :class:`sjf_lab.box.BoxConfig` (or its dict):
+            several models on this URL, each with its own runner, loaded and unloaded as
+            requests ask (``tokens_per_s`` and ``slots`` are then each model's defaults);
+            see :mod:`sjf_lab.box` and docs/boxes.md.
     """
 
     tokens_per_s: float = 200.0
@@ -283,6 +305,7 @@ class EmulatorConfig:
     probe_fault: str | None = None
     probe_fault_at: str = "slot"
     probe_fault_rate: float = 1.0
+    box: Any = None
 
     def __post_init__(self):
         if not self.tokens_per_s > 0:
@@ -294,6 +317,11 @@ class EmulatorConfig:
         if not self.tick_s > 0:
             raise ValueError("tick_s must be > 0")
         check_probe_fault(self.probe_fault, self.probe_fault_at, self.probe_fault_rate)
+        if self.box is not None:
+            from sjf_lab.box.config import BoxConfig
+
+            if not isinstance(self.box, BoxConfig):
+                self.box = BoxConfig.from_dict(self.box)
 
 
 def check_probe_fault(fault: str | None, at: str, rate: float) -> None:
@@ -333,41 +361,6 @@ class _Disconnected(Exception):
     pass
 
 
-class _FifoSlots:
-    """``slots`` permits handed out strictly in arrival order."""
-
-    def __init__(self, slots: int):
-        self.free = slots
-        self._waiters: collections.deque[asyncio.Future] = collections.deque()
-
-    def try_acquire(self) -> asyncio.Future | None:
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return None
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        return fut
-
-    def withdraw(self, fut: asyncio.Future) -> None:
-        if fut.done():
-            if not fut.cancelled():
-                self.release()
-            return
-        fut.cancel()
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def release(self) -> None:
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(True)
-                return
-        self.free += 1
-
-
 # ---- the server ---------------------------------------------------------------------------
 class Emulator:
     """The emulator server. One instance serves one port.
@@ -385,7 +378,13 @@ class Emulator:
         self.trace = Trace.load(self.config.trace, self.config.seed)
         if self.config.trace_records:
             self.trace.items.update(Trace.from_records(self.config.trace_records, self.config.seed).items)
-        self._slots: _FifoSlots | None = None
+        self._slots: FifoSlots | None = None
+        self.routes = ModelRoutes(self)
+        self.box = None
+        if self.config.box is not None:
+            from sjf_lab.box.scheduler import Box
+
+            self.box = Box(self.config.box, self.config.tokens_per_s, self.config.slots)
         self._stats = _Stats()
         self._peak_in_flight = 0  # since start: reset() keeps it (whole-run "never above slots")
         self._seq = 0
@@ -410,8 +409,15 @@ class Emulator:
             r.add_post(prefix + "/responses", self._responses)
             r.add_post(prefix + "/embeddings", self._embeddings)
             r.add_get(prefix + "/models", self._models)
+        for prefix in ("/api/v0",):  # LM Studio's REST API: OpenAI's answers plus ``stats``
+            r.add_post(prefix + "/chat/completions", self._chat)
+            r.add_post(prefix + "/completions", self._completions)
+            r.add_post(prefix + "/embeddings", self._embeddings)
         r.add_post("/api/chat", self._ollama_chat)
         r.add_post("/api/generate", self._ollama_generate)
+        r.add_post("/api/embed", self._ollama_embed)
+        r.add_post("/api/embeddings", self._ollama_embeddings)
+        self.routes.add(r)  # /api/ps, LM Studio's and llama-swap's listings (sjf_lab.box.routes)
         r.add_get("/api/tags", self._ollama_tags)
         r.add_get("/api/version", self._ollama_version)
         r.add_post("/api/show", self._ollama_show)
@@ -426,7 +432,9 @@ class Emulator:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Start serving; returns the bound port (``port=0`` picks a free one)."""
-        self._slots = _FifoSlots(int(self.config.slots))
+        self._slots = FifoSlots(int(self.config.slots))
+        if self.box is not None:
+            self.box.preload()
         self._runner = web.AppRunner(self.app(), handler_cancellation=False, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -435,6 +443,11 @@ class Emulator:
         self.port = site._server.sockets[0].getsockname()[1]
         log.info("emulator on http://%s:%d/v1 (%s tok/s, %d slot(s), on_disconnect=%s)",
                  host, self.port, self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
+        if self.box is not None:
+            c = self.box.config
+            log.info("box: %s; max_loaded=%d, share=%g, pending=%s, keep_alive_s=%g", ", ".join(
+                f"{m.name} ({self.box.speed_of(m):g} tok/s, {self.box.slots_of(m)} slot(s), load {m.load_s:g} s)"
+                for m in c.models), c.max_loaded, c.share, c.pending, c.keep_alive_s)
         return self.port
 
     async def stop(self) -> None:
@@ -458,13 +471,19 @@ class Emulator:
         (monotonic seconds at which the request arrived / got a slot / its handler
         returned), "probe" (an ``x-sjf-probe`` request), "sjf_headers" (names of the
         ``x-sjf-*`` request headers it got), "stream", "api" ("chat",
-        "completions", "responses", "ollama-chat", "ollama-generate")}``.
+        "completions", "responses", "ollama-chat", "ollama-generate"; in a box also "embeddings",
+        "ollama-embed", "ollama-embeddings")}``; in a box each record adds ``model``, ``t_sched``
+        (a loaded runner took it), ``load_s`` (seconds it waited for its model's load) and
+        ``load`` (it started that load), and ``t_start`` is when it got one of its runner's slots.
         ``peak_in_flight``: the most user requests in flight at once since the emulator
-        started; unlike ``max_in_flight`` it survives :meth:`reset`."""
+        started; unlike ``max_in_flight`` it survives :meth:`reset`. ``box`` (a box only):
+        :meth:`sjf_lab.box.scheduler.Box.stats` (loads, models loaded, per model in flight)."""
         d = asdict(self._stats)
         d["order"] = [dict(o) for o in self._stats.order]
         d.update(held=self.held, peak_in_flight=self._peak_in_flight, slots=self.config.slots, tokens_per_s=self.config.tokens_per_s,
                  on_disconnect=self.config.on_disconnect, trace_size=len(self.trace.items))
+        if self.box is not None:
+            d["box"] = self.box.stats()
         return d
 
     def reset(self) -> None:
@@ -472,6 +491,8 @@ class Emulator:
         ``peak_in_flight``, the high-water mark since start)."""
         s = self._stats
         self._started.clear()
+        if self.box is not None:
+            self.box.reset()
         self._stats = _Stats(in_flight=s.in_flight, max_in_flight=s.in_flight, probes_in_flight=s.probes_in_flight,
                              max_probes_in_flight=s.probes_in_flight, generating=s.generating,
                              max_generating=s.generating, waiting=s.waiting)
@@ -580,8 +601,7 @@ class Emulator:
         return web.json_response({"status": "ok"})
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": self.config.model, "object": "model", "created": 0, "owned_by": "sjf-emulator"}]})
+        return web.json_response({"object": "list", "data": self.routes.openai_models()})
 
     # ---- endpoints ------------------------------------------------------------------------
     async def _chat(self, request):
@@ -600,6 +620,8 @@ class Emulator:
         return await self._serve(request, "ollama-generate")
 
     async def _ollama_tags(self, request: web.Request) -> web.Response:
+        if self.box is not None:
+            return web.json_response({"models": self.routes.ollama_models()})
         return web.json_response({"models": [{"name": self.config.model, "model": self.config.model,
                                               "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64,
                                               "details": {"format": "gguf", "family": "emulator"}}]})
@@ -613,14 +635,36 @@ class Emulator:
                                   "capabilities": ["completion"]})
 
     async def _props(self, request: web.Request) -> web.Response:
-        if not self.config.props:
+        if not self.config.props or self.box is not None:  # a box (Ollama, LM Studio) has no /props
             return web.json_response({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
                                      status=404)
         return web.json_response({"total_slots": int(self.config.slots), "model_path": self.config.model,
                                   "default_generation_settings": {"n_ctx": 4096}})
 
-    async def _embeddings(self, request: web.Request) -> web.Response:
-        """Embeddings are answered at once (not queued): 8 deterministic floats per input."""
+    async def _ollama_embed(self, request: web.Request) -> web.StreamResponse:
+        return await self._embed_at_once(request, "ollama-embed")
+
+    async def _ollama_embeddings(self, request: web.Request) -> web.StreamResponse:
+        return await self._embed_at_once(request, "ollama-embeddings")
+
+    async def _embed_at_once(self, request: web.Request, api: str) -> web.StreamResponse:
+        """In a box: through the model's runner like any request; else answered at once."""
+        if self.box is not None:
+            return await self._serve(request, api)
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError
+        except Exception:
+            return _error(400, "request body must be a JSON object", "invalid_request_error")
+        self._stats.embeddings += 1
+        return web.json_response(embedding_answer(api, body, str(body.get("model") or self.config.model)))
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        """Embeddings are answered at once (not queued): 8 deterministic floats per input. In a
+        box, they go through the embedding model's runner like any request."""
+        if self.box is not None:
+            return await self._serve(request, "embeddings")
         try:
             body = await request.json()
             inputs = body.get("input")
@@ -657,6 +701,11 @@ class Emulator:
         n_tokens = item.tokens if cap is None else min(item.tokens, cap)
         finish = "length" if cap is not None and item.tokens > cap else "stop"
         stream = body.get("stream") is not False if ollama else bool(body.get("stream"))
+        if endpoint in EMBED_APIS:  # a box's embedding call: its input's tokens, read at the model's speed
+            n_tokens, finish, stream = sum(max(1, len(x) // 4) for x in embed_inputs(body)), "stop", False
+        lane = self._lane(body, endpoint, probe=PROBE_HEADER in request.headers)
+        if isinstance(lane, web.Response):
+            return lane
         rid = request.headers.get(REQUEST_ID_HEADER)
 
         s = self._stats
@@ -669,22 +718,10 @@ class Emulator:
         try:
             if probe_fault is not None and self.config.probe_fault_at == "arrival":
                 return await self._fail_probe_now(request, probe_fault)
-            # ---- wait for a slot (FIFO) -------------------------------------------------
-            fut = self._slots.try_acquire()
-            if fut is not None:
-                s.waiting += 1
-                try:
-                    while True:
-                        if self.config.on_disconnect == "stop" and self._gone(request):
-                            self._slots.withdraw(fut)  # hands a slot granted meanwhile on
-                            s.disconnects += 1
-                            s.disconnects_queued += 1
-                            return web.Response(status=499)
-                        if fut.done():
-                            break
-                        await asyncio.wait([fut], timeout=self.config.tick_s)
-                finally:
-                    s.waiting -= 1
+            # ---- wait for a slot (FIFO; in a box: the box's queue, the load, the runner's slots)
+            got = await lane.acquire(request, self._wait_queued)
+            if got is not True:
+                return got
             # ---- holding a slot ---------------------------------------------------------
             s.generating += 1
             s.max_generating = max(s.max_generating, s.generating)
@@ -693,15 +730,17 @@ class Emulator:
                    "keys": sorted(body), "t_in": round(t_in, 4), "t_start": round(time.monotonic(), 4),
                    "probe": probe, "stream": stream, "api": endpoint,
                    "sjf_headers": sorted(k.lower() for k in request.headers if k.lower().startswith("x-sjf-"))}
+            rec.update(lane.record())
             s.order.append(rec)
             if not probe:
                 self._mark_started(rec["hash"], rec["t_start"])
             try:
-                return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec)
+                return await self._generate(request, endpoint, body, text, n_tokens, finish, stream, fault, rec, lane)
             finally:
                 s.generating -= 1
-                self._slots.release()
+                lane.release()
         finally:
+            lane.done()
             if probe:
                 s.probes_in_flight -= 1
             else:
@@ -709,7 +748,39 @@ class Emulator:
             if rec is not None:
                 rec["t_out"] = round(time.monotonic(), 4)
 
-    async def _generate(self, request, endpoint, body, text, n_tokens, finish, stream, fault, rec):
+    def _lane(self, body: Mapping, endpoint: str, probe: bool = False):
+        """The request's lane (:mod:`sjf_lab.box.lane`): the serial slots, or its model's runner
+        in the box; an error response for a model the box does not serve."""
+        if self.box is None:
+            return SerialLane(self._slots, self.config.tokens_per_s)
+        spec = self.box.find(body.get("model"))
+        if spec is None:
+            self._stats.bad_requests += 1
+            name = body.get("model")
+            if endpoint.startswith("ollama"):
+                return web.json_response({"error": f"model '{name}' not found"}, status=404 if name else 400)
+            return _error(404, f"The model `{name}` does not exist.", "invalid_request_error")
+        return BoxLane(self.box, spec, keep_alive_seconds(body.get("keep_alive")), probe=probe)
+
+    async def _wait_queued(self, request: web.Request, fut: asyncio.Future, withdraw):
+        """Wait for ``fut`` (a slot, a runner) while the client stays; True, or 499 after
+        ``withdraw()`` when the client left first (``on_disconnect="stop"``)."""
+        s = self._stats
+        s.waiting += 1
+        try:
+            while True:
+                if self.config.on_disconnect == "stop" and self._gone(request):
+                    withdraw()  # hands a slot granted meanwhile on
+                    s.disconnects += 1
+                    s.disconnects_queued += 1
+                    return web.Response(status=499)
+                if fut.done():
+                    return True
+                await asyncio.wait([fut], timeout=self.config.tick_s)
+        finally:
+            s.waiting -= 1
+
+    async def _generate(self, request, endpoint, body, text, n_tokens, finish, stream, fault, rec, lane):
         s = self._stats
         if fault in ("500", "503", "429", "drop", "timeout"):
             return await self._fail(request, fault, rec)
@@ -730,7 +801,8 @@ class Emulator:
                 self.held -= 1
             rec["outcome"] = "running"
         stop_at = n_tokens // 2 if fault == "drop-mid" else None
-        fmt = _Format(endpoint, body, self.config.model, self._seq, prompt_tokens=max(1, len(text) // 4))
+        fmt = _Format(endpoint, body, self.config.model, self._seq, prompt_tokens=max(1, len(text) // 4), rec=rec,
+                      first_token_s=self.config.first_token_s, lmstudio=request.path.startswith("/api/v0/"))
         resp = None
         if stream:
             ctype = "application/x-ndjson" if endpoint.startswith("ollama") else "text/event-stream"
@@ -746,35 +818,38 @@ class Emulator:
         t_start = time.monotonic() + self.config.first_token_s
         if self.config.first_token_s > 0:
             await asyncio.sleep(self.config.first_token_s)
-        rate = self.config.tokens_per_s
-        while produced < n_tokens:
-            due = min(n_tokens, int(math.floor((time.monotonic() - t_start) * rate)) + 1)
-            if stop_at is not None and due >= stop_at:
-                due = max(stop_at, produced)
-            if due > produced:
-                chunk = _words(produced, due)
-                produced = due
-                if stream and client_here:
-                    try:
-                        if self._gone(request):
-                            raise ConnectionResetError
-                        await resp.write(fmt.stream_delta(chunk))
-                    except (ConnectionError, RuntimeError):
-                        client_here = False
-            if client_here and not stream and self._gone(request):
-                client_here = False
-            if stop_at is not None and produced >= stop_at:
-                rec["outcome"] = "dropped"
-                s.dropped += 1
-                s.completion_tokens += produced
-                _abort(request)
-                return resp if resp is not None else web.Response(status=500)
-            if not client_here:
-                mode = self.config.on_disconnect
-                if mode == "stop" or (mode == "stop-streams" and stream):
-                    return await self._client_gone(request, n_tokens, rec, produced, resp)
-            if produced < n_tokens:
-                await asyncio.sleep(self.config.tick_s)
+        pace = lane.pace(t_start)  # tokens due over time: constant, or the box's shared speed
+        try:
+            while produced < n_tokens:
+                due = min(n_tokens, pace.due(time.monotonic()))
+                if stop_at is not None and due >= stop_at:
+                    due = max(stop_at, produced)
+                if due > produced:
+                    chunk = _words(produced, due)
+                    produced = due
+                    if stream and client_here:
+                        try:
+                            if self._gone(request):
+                                raise ConnectionResetError
+                            await resp.write(fmt.stream_delta(chunk))
+                        except (ConnectionError, RuntimeError):
+                            client_here = False
+                if client_here and not stream and self._gone(request):
+                    client_here = False
+                if stop_at is not None and produced >= stop_at:
+                    rec["outcome"] = "dropped"
+                    s.dropped += 1
+                    s.completion_tokens += produced
+                    _abort(request)
+                    return resp if resp is not None else web.Response(status=500)
+                if not client_here:
+                    mode = self.config.on_disconnect
+                    if mode == "stop" or (mode == "stop-streams" and stream):
+                        return await self._client_gone(request, n_tokens, rec, produced, resp)
+                if produced < n_tokens:
+                    await asyncio.sleep(self.config.tick_s)
+        finally:
+            pace.close()
         s.completion_tokens += produced
         if not client_here:
             return await self._client_gone(request, n_tokens, rec, produced, resp, finished=True)
@@ -867,11 +942,6 @@ def idle_gaps(records: Iterable[Mapping[str, Any]]) -> list[tuple[int, float]]:
     return out
 
 
-def _words(start: int, end: int) -> str:
-    """Tokens [start, end) as text: one word (with its leading space) per token."""
-    return "".join(" " + _WORDS[i % len(_WORDS)] for i in range(start, end))
-
-
 def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
 
@@ -881,109 +951,6 @@ def _abort(request: web.Request) -> None:
     if tr is not None:
         tr.abort()
 
-
-def _sse(obj: Any, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    return (head + "data: " + json.dumps(obj, separators=(",", ":")) + "\n\n").encode()
-
-
-class _Format:
-    """OpenAI wire formats of the three generation endpoints."""
-
-    def __init__(self, endpoint: str, body: Mapping, model: str, seq: int, prompt_tokens: int):
-        self.endpoint = endpoint
-        self.model = str(body.get("model") or model)
-        self.created = int(time.time())
-        self.prompt_tokens = prompt_tokens
-        so = body.get("stream_options")
-        self.include_usage = isinstance(so, Mapping) and bool(so.get("include_usage"))
-        prefix = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp", "ollama-chat": "ollama",
-                  "ollama-generate": "ollama"}[endpoint]
-        self.id = f"{prefix}-emu{seq}"
-
-    def usage(self, n: int) -> dict:
-        if self.endpoint == "responses":
-            return {"input_tokens": self.prompt_tokens, "output_tokens": n, "total_tokens": self.prompt_tokens + n}
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
-
-    def _chunk(self, choice: dict, usage: dict | None = None) -> dict:
-        obj = "chat.completion.chunk" if self.endpoint == "chat" else "text_completion"
-        d = {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": [choice] if choice else []}
-        if usage is not None:
-            d["usage"] = usage
-        return d
-
-    def _response_obj(self, text: str, n: int, status: str) -> dict:
-        return {"id": self.id, "object": "response", "created_at": self.created, "status": status, "model": self.model,
-                "output": [{"type": "message", "id": f"msg-{self.id}", "status": status, "role": "assistant",
-                            "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-                "usage": self.usage(n)}
-
-    def _ollama(self, text: str, done: bool, n: int = 0, finish: str = "stop") -> bytes:
-        d: dict = {"model": self.model, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.created))}
-        if self.endpoint == "ollama-chat":
-            d["message"] = {"role": "assistant", "content": text}
-        else:
-            d["response"] = text
-        d["done"] = done
-        if done:
-            d.update(done_reason=finish, total_duration=1, load_duration=0, prompt_eval_count=self.prompt_tokens,
-                     prompt_eval_duration=1, eval_count=n, eval_duration=1)
-        return (json.dumps(d, separators=(",", ":")) + "\n").encode()
-
-    def stream_start(self) -> list[bytes]:
-        if self.endpoint.startswith("ollama"):
-            return []
-        if self.endpoint == "chat":
-            return [_sse(self._chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}))]
-        if self.endpoint == "responses":
-            r = self._response_obj("", 0, "in_progress")
-            r["output"] = []
-            return [_sse({"type": "response.created", "response": r}, "response.created")]
-        return []
-
-    def stream_delta(self, text: str) -> bytes:
-        if self.endpoint.startswith("ollama"):
-            return self._ollama(text, False)
-        if self.endpoint == "chat":
-            return _sse(self._chunk({"index": 0, "delta": {"content": text}, "finish_reason": None}))
-        if self.endpoint == "responses":
-            return _sse({"type": "response.output_text.delta", "item_id": f"msg-{self.id}", "output_index": 0,
-                         "content_index": 0, "delta": text}, "response.output_text.delta")
-        return _sse(self._chunk({"index": 0, "text": text, "logprobs": None, "finish_reason": None}))
-
-    def stream_end(self, n: int, finish: str) -> list[bytes]:
-        if self.endpoint.startswith("ollama"):
-            return [self._ollama("", True, n, finish)]
-        if self.endpoint == "responses":
-            r = self._response_obj(_words(0, n), n, "completed")
-            return [_sse({"type": "response.completed", "response": r}, "response.completed")]
-        if self.endpoint == "chat":
-            last = {"index": 0, "delta": {}, "finish_reason": finish}
-        else:
-            last = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish}
-        out = []
-        if self.include_usage:
-            out.append(_sse(self._chunk(last)))
-            out.append(_sse(self._chunk({}, self.usage(n))))
-        else:
-            out.append(_sse(self._chunk(last, self.usage(n))))
-        out.append(b"data: [DONE]\n\n")
-        return out
-
-    def full(self, text: str, n: int, finish: str) -> dict:
-        if self.endpoint.startswith("ollama"):
-            return json.loads(self._ollama(text, True, n, finish))
-        if self.endpoint == "responses":
-            return self._response_obj(text, n, "completed")
-        if self.endpoint == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-            obj = "text_completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
-                "choices": [choice], "usage": self.usage(n)}
 
 
 # ---- running it from synchronous code ------------------------------------------------------
@@ -1020,6 +987,12 @@ class EmulatorThread:
     def release_holds(self) -> int:
         """Let requests held by a ``"hold"`` fault go on (see :meth:`Emulator.release_holds`)."""
         return self.call(self.emulator.release_holds)
+
+    def unload_all(self) -> int:
+        """A box: unload every model (busy ones when their requests end); returns how many
+        were unloaded at once (0 without a box)."""
+        box = self.emulator.box
+        return self.call(box.unload_all) if box is not None else 0
 
     def set_probe_fault(self, fault: str | None, at: str = "slot", rate: float = 1.0) -> None:
         """What later idle probes get (see :meth:`Emulator.set_probe_fault`)."""

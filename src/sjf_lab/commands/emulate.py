@@ -1,6 +1,7 @@
 """``sjf emulate``: run the serial backend emulator (see :mod:`sjf_lab.emulator`).
 
-Answer lengths come from ``--trace``; ``--trace demo`` is the shipped demo trace (the 40
+With ``--box-model`` (repeated) or ``--box-config FILE`` it serves several models on one URL the
+way Ollama does (:mod:`sjf_lab.box`, docs/boxes.md). Answer lengths come from ``--trace``; ``--trace demo`` is the shipped demo trace (the 40
 prompts of ``sjf demo`` with their recorded answer lengths). Without a trace every prompt gets
 a length drawn from its hash, unrelated to what it asks: fine for load, meaningless for judging
 SJF order, and the command says so at start.
@@ -34,12 +35,71 @@ def add_arguments(p) -> None:
     p.add_argument("--probe-fault-at", choices=("slot", "arrival"), default="slot",
                    help="probe fault once the probe holds its slot (default), or at once without a slot")
     p.add_argument("--probe-fault-rate", type=float, default=1.0, help="share of probes that get the fault (1)")
+    add_box_arguments(p)
 
 
 NO_TRACE_WARNING = ("sjf emulate: no --trace: every prompt gets a random answer length (drawn from its hash), "
                     "unrelated to what it asks, so the order a scheduler picks cannot be judged by the answers. "
                     "For an ordering trial use --trace demo (the prompts of `sjf demo` with their answer lengths) "
                     "or a JSONL trace of your own prompts")
+
+
+def add_box_arguments(p) -> None:
+    """The flags of a box of several models (``sjf_lab.box``; docs/boxes.md)."""
+    g = p.add_argument_group("a box of several models (like Ollama, LM Studio, llama-swap); any flag here makes one")
+    g.add_argument("--box-model", action="append", default=None, metavar="NAME[,key=value...]",
+                   help="a model of the box (repeat per model), e.g. 'chat,tps=200,load=3' or "
+                        "'embed,kind=embedding,tps=5000'; keys: tokens_per_s|tps, slots, load_s|load, size_gb, "
+                        "kind (llm|embedding), context_length. tokens_per_s/slots default to --tokens-per-s/--slots")
+    g.add_argument("--box-config", default=None, metavar="FILE",
+                   help="YAML/JSON file of the box (keys: models, max_loaded, memory_gb, share, share_by, "
+                        "keep_alive_s, pending, evict, max_queue, preload, unload_s); the flags below override it")
+    g.add_argument("--max-loaded", type=int, default=None, help="models loaded at once (OLLAMA_MAX_LOADED_MODELS; 3)")
+    g.add_argument("--memory-gb", type=float, default=None, help="box memory; models' size_gb must fit (default: no limit)")
+    g.add_argument("--share", type=float, default=None,
+                   help="speed sharing: each answer runs at its model's speed / (1 + share*(n-1)) with n running "
+                        "at once (0: no slowdown; 1, default: the box's throughput split evenly)")
+    g.add_argument("--share-by", choices=("answers", "runners"), default=None,
+                   help="n counts running answers (default) or runners with a running answer")
+    g.add_argument("--keep-alive-s", type=float, default=None, help="idle model unloaded after this (300; <0 never)")
+    g.add_argument("--pending", choices=("fifo", "skip"), default=None,
+                   help="box queue: fifo (Ollama, default: a request waiting for a load holds back later ones) "
+                        "or skip (llama-swap: requests for loaded models pass)")
+    g.add_argument("--evict", choices=("lru", "name"), default=None,
+                   help="idle model evicted first: least recently used (default) or Ollama's keep-alive-then-name")
+    g.add_argument("--max-queue", type=int, default=None, help="pending queue size; more gets 503 (512)")
+    g.add_argument("--preload", action="append", default=None, metavar="NAME", help="a model loaded at start")
+    g.add_argument("--unload-s", type=float, default=None, help="seconds an unload takes (0)")
+
+
+_BOX_FLAGS = ("max_loaded", "memory_gb", "share", "share_by", "keep_alive_s", "pending", "evict", "max_queue",
+              "preload", "unload_s")
+
+
+def box_settings(args) -> dict | None:
+    """The box of the flags (a dict for :meth:`sjf_lab.box.BoxConfig.from_dict`), or None
+    when no box flag is given. Raises ValueError / OSError for a bad or unreadable file."""
+    d: dict = {}
+    if args.box_config:
+        with open(args.box_config, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            import yaml
+        except ImportError:  # JSON is YAML: read it without PyYAML
+            import json
+
+            d = json.loads(text or "{}")
+        else:
+            d = yaml.safe_load(text) or {}
+        if not isinstance(d, dict):
+            raise ValueError(f"{args.box_config}: the box config must be a mapping")
+    for key in _BOX_FLAGS:
+        value = getattr(args, key, None)
+        if value is not None:
+            d[key] = value
+    if args.box_model:
+        d["models"] = list(args.box_model)
+    return d or None
 
 
 def run(args) -> int:
@@ -57,7 +117,8 @@ def run(args) -> int:
         cfg = EmulatorConfig(tokens_per_s=args.tokens_per_s, slots=args.slots, trace=trace, seed=args.seed,
                              on_disconnect=args.on_disconnect, tick_s=args.tick_s, trace_records=records,
                              first_token_s=args.first_token_s, model=args.model, probe_fault=args.probe_fault,
-                             probe_fault_at=args.probe_fault_at, probe_fault_rate=args.probe_fault_rate)
+                             probe_fault_at=args.probe_fault_at, probe_fault_rate=args.probe_fault_rate,
+                             box=box_settings(args))
         emu = Emulator(cfg)
     except (ValueError, OSError) as exc:
         print(f"sjf emulate: {exc}")
@@ -68,6 +129,12 @@ def run(args) -> int:
         print(f"emulator listening on http://{args.host}:{port}/v1  (slots={cfg.slots}, "
               f"{cfg.tokens_per_s:g} tok/s, on_disconnect={cfg.on_disconnect}, trace={len(emu.trace.items)} prompts)",
               flush=True)
+        if emu.box is not None:
+            b = emu.box
+            print(f"box on http://{args.host}:{port}: " + ", ".join(
+                f"{m.name} ({b.speed_of(m):g} tok/s, {b.slots_of(m)} slot(s), load {m.load_s:g} s)"
+                for m in b.config.models) + f"; max_loaded={b.config.max_loaded}, share={b.config.share:g}, "
+                f"pending={b.config.pending}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
