@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
 from sjf_core.admission._backend_url import normalise
 from sjf_core.admission._base import AdmissionQueue
+from sjf_core._box_wiring import BoxWiring
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._last_resort import LastResort
 from sjf_core.admission._ledger import attach_ledger
@@ -50,7 +51,7 @@ def backend_key(url: Any) -> str:
     return normalise(url or "default")
 
 
-class Scheduler:
+class Scheduler(BoxWiring):
     """Predictor + policy + per-backend admission queues, composed from a config.
 
     Args:
@@ -82,7 +83,7 @@ class Scheduler:
         self._slots: dict[str, int] = {}
         self._lock = threading.RLock()
         self._policy_wrappers: list[Callable] = []
-        self.pools = None  # the PoolRegistry, made by the first pool()
+        self.pools = self.boxes = None  # PoolRegistry, BoxRegistry: made on first use
         self.listeners: list[QueueEvents] = list(listeners or [])
         install_default_metrics(self.listeners, self.config.metrics)
         #: each backend's in-process slot ledger and last-resort gate (admission/_last_resort.py)
@@ -117,9 +118,10 @@ class Scheduler:
     def slots_for(self, backend: Any) -> int:
         """The slots a new queue of ``backend`` gets ("auto" not resolved yet: 1)."""
         key = backend_key(backend)
-        n = self._slots.get(key)
+        base = self.base_key(key)  # a model runner's are its backend's (OLLAMA_NUM_PARALLEL)
+        n = self._slots.get(key, self._slots.get(base))
         if n is None:
-            n = self.config.backend(key).slots
+            n = self.config.backend(base).slots
         return 1 if n == AUTO or n is None else int(n)
 
     def set_slots(self, backend: Any, slots: int) -> bool:
@@ -217,10 +219,11 @@ class Scheduler:
                     q = self._new_queue(key)
                     attach_ledger(q, self.last_resort.ledger(key))  # one bound with the gate
                     self._queues[key] = q
+                    self.attach_runner(key, q)  # a model runner: its box holds it (docs/boxes.md)
         return q
 
     def _new_queue(self, key: str) -> AdmissionQueue:
-        b, c = self.config.backend(key), self.config
+        b, c = self.config.backend(self.base_key(key)), self.config
         return make_queue(key, slots=self.slots_for(key), policy=self.make_policy(), lease_ttl_s=c.lease_ttl_s,
                           listeners=self.listeners, overload=b.overload, rate_limit=b.rate_limit,
                           fairness=c.fairness, redis_url=c.redis_url, redis=c.redis)

@@ -79,11 +79,12 @@ class BoxTurn:
         own = self.load_cost(runner, now) + demand.oldest_tokens * self.spt(runner)
         return now - demand.oldest >= max(self.guard_min_s, self.guard_slowdown * own)
 
-    def box_pick(self, box: Box, demands: dict, now: float) -> Runner | None:
+    def box_pick(self, box: Box, demands: dict, now: float, can_start=None) -> Runner | None:
         """Which of ``box``'s runners with waiters (``demands``: runner -> Demand or None)
-        starts next, among those that can start now; None when none can."""
-        cands = [r for r, d in demands.items()
-                 if d is not None and d.n > 0 and r.box is box and self.startable(r, now)]
+        starts next, among those that can start now (``can_start(runner)``; default the
+        rule's :meth:`startable`); None when none can."""
+        ok = can_start if can_start is not None else (lambda r: self.startable(r, now))
+        cands = [r for r, d in demands.items() if d is not None and d.n > 0 and r.box is box and ok(r)]
         if len(cands) <= 1:
             return cands[0] if cands else None
         top = max(demands[r].priority for r in cands)
