@@ -8,7 +8,8 @@ well-typed input. The design and the measurements behind each default: docs/boxe
 Everything is in **seconds**: a request's expected service on a runner is its expected work
 (answer tokens plus a fixed overhead, :func:`~sjf_core.policy.promotion.work_tokens`) at that
 runner's measured seconds per token, plus the runner's load time when its model is not loaded.
-Unmeasured speeds count as the median of the measured peers (all unmeasured: equal).
+Unmeasured speeds count as the median of the measured peers (all unmeasured: equal, at
+:data:`DEFAULT_S_PER_TOKEN`).
 
 **Placement** (:meth:`Placement.place`, a pool's head): the request goes to the *startable*
 runner where it is expected to finish first (a runner is startable when it has a free slot and
@@ -56,6 +57,9 @@ GUARD_SLOWDOWN = 8.0
 GUARD_MIN_S = 30.0
 #: a reservation is re-checked this long after its runner's expected free time
 RECHECK_S = 0.05
+#: seconds per work token assumed while no runner in sight has a measured speed (40 tokens/s,
+#: a 7B model on one GPU): what puts a load's seconds and an answer's on one scale
+DEFAULT_S_PER_TOKEN = 1.0 / 40.0
 
 
 @dataclass(eq=False)
@@ -115,13 +119,13 @@ class Placement(BoxTurn):
     # ---- estimates ------------------------------------------------------------------------
     def spt(self, runner: Runner, peers=None) -> float:
         """Seconds per work token of ``runner``: measured, else the median of the measured
-        ``peers`` (default: the members, or the runner's box), else 1."""
+        ``peers`` (default: the members, or the runner's box), else :data:`DEFAULT_S_PER_TOKEN`."""
         if runner.s_per_token > 0:
             return runner.s_per_token
         if peers is None:
             peers = self.members or (runner.box.runners if runner.box is not None else ())
         known = sorted(p.s_per_token for p in peers if p.s_per_token > 0)
-        return known[len(known) // 2] if known else 1.0
+        return known[len(known) // 2] if known else DEFAULT_S_PER_TOKEN
 
     def load_cost(self, runner: Runner, now: float) -> float:
         """Seconds a start on ``runner`` spends loading its model (0 when loaded)."""
@@ -292,4 +296,4 @@ class Placement(BoxTurn):
 
 
 __all__ = ["Placement", "Reservation", "Demand", "DEFAULT_MARGIN", "DEFAULT_MARGIN_S", "DEFAULT_LOAD_S", "TIE",
-           "GUARD_SLOWDOWN", "GUARD_MIN_S"]
+           "GUARD_SLOWDOWN", "GUARD_MIN_S", "DEFAULT_S_PER_TOKEN"]
