@@ -85,6 +85,10 @@ class BoxRegistry:
                 pools = scheduler.pools or PoolRegistry.of(scheduler)
                 settings = getattr(scheduler.config, "box_settings", None)
                 scheduler.boxes = cls(pools.member, settings, scheduler.slots_for, scheduler.set_slots)
+                if scheduler.config.metrics:
+                    from sjf_core.ext._box_metrics import watch_boxes
+
+                    watch_boxes(scheduler.boxes)
             return scheduler.boxes
 
     # ---- boxes ------------------------------------------------------------------------------
