@@ -196,6 +196,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pool-rows", default="no-plugin,pool")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # tables appear as each scenario ends, also in a log file
     data_rows = load_rows(args.data, split="test")
     server = None
     if args.redis:

@@ -100,8 +100,12 @@ def _fresh_box(emu: EmulatorThread) -> None:
     emu.reset()
 
 
+def _log(*a) -> None:
+    print(*a, flush=True)
+
+
 def run_row(scenario: BoxScenario, row: RowSpec, reps: int = 1, workers: int = 1,
-            redis_url: str | None = None, log=print) -> RowRun:
+            redis_url: str | None = None, log=_log) -> RowRun:
     """Run ``reps`` repetitions of ``scenario`` for ``row`` (module docstring)."""
     trace = scenario.trace() + [{"prompt": WARM_PROMPT.format(model=m), "answer_tokens": 4}
                                 for m in scenario.models()]
