@@ -118,7 +118,8 @@ def shared_boxes(settings: Any, config: Mapping | None) -> list[str]:
                "llama-swap, llama.cpp router), else one queue for the URL")
         return [f"models {', '.join(sorted(ms))} share the box {backend_label(url)}: {how}"
                 for url, ms in sorted(by_url.items()) if len(ms) > 1]
-    except Exception:  # a start-up line must never stop the proxy
+    except Exception as exc:  # a start-up line must never stop the proxy
+        log.debug("shared boxes unreadable (%s)", type(exc).__name__)
         return []
 
 

@@ -4,7 +4,12 @@ a request for a model takes, and reading what a box is. A mixin: the registry li
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+
+def _log() -> logging.Logger:
+    return logging.getLogger("sjf_core.admission.boxes")
 
 
 class BoxWiring:
@@ -25,6 +30,35 @@ class BoxWiring:
         if RUNNER_SEP in key:
             BoxRegistry.of(self).attach(key, queue)
 
+    def box_ticket(self, key: str, ticket: Any, prediction: Any, meta: Any, arrival: Any) -> Any:
+        """In Redis mode, a runner ticket of a contended box behind the box's shared queue
+        (:mod:`sjf_core.admission._box_redis`); else ``ticket`` itself. Never raises."""
+        from sjf_core.admission._boxes import RUNNER_SEP, split_runner_key
+
+        if RUNNER_SEP not in key or not self.config.redis_url or getattr(self, "boxes", None) is None:
+            return ticket
+        try:
+            from sjf_core.admission import _box_redis as R
+
+            b = self.boxes.boxes.get(split_runner_key(key)[0])
+            member = getattr(getattr(self.queue(key), "gate", None), "member", None)
+            if b is None or member is None:
+                return ticket
+            self.boxes.refresh(b, every_s=R.REREAD_S)  # the other workers: what the box holds, what fits
+            if not R.contended(b):
+                return ticket
+            bkey, n = "box:" + b.key, R.box_slots(b)
+            if bkey not in self.queues:
+                self.set_slots(bkey, n)
+            bq = self.queue(bkey)
+            bq.slots = n
+            return R.BoxedTicket(ticket, bq.ticket(R.seconds_prediction(b, member, prediction, b.clock()), meta, arrival))
+        except Exception:
+            from sjf_core._faults import note_fault
+
+            note_fault(_log(), "box queue unavailable; the request takes its runner's queue alone")
+            return ticket
+
     def queue_key(self, backend: Any, model: Any = None) -> str:
         """The queue of a request for ``model`` on ``backend``: its runner on a box read by
         :meth:`read_box` that serves it side by side, else the backend's own."""
@@ -39,7 +73,13 @@ class BoxWiring:
         from sjf_core._scheduler import backend_key
         from sjf_core.admission._box_registry import BoxRegistry
 
-        return (await BoxRegistry.of(self).discover(backend_key(backend), api_base, headers, hint)).status()
+        reg, key = BoxRegistry.of(self), backend_key(backend)
+        b = await reg.discover(key, api_base, headers, hint)
+        if self.config.redis_url:  # the other workers' starts: what the box holds now
+            from sjf_core.admission._box_redis import REREAD_S
+
+            await reg.fresh(key, REREAD_S)
+        return b.status()
 
     def box_status(self) -> list:
         """Every box read or used so far: kind, cap, loaded models, each runner's queue."""

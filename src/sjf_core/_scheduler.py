@@ -266,10 +266,11 @@ class Scheduler(BoxWiring):
         if prediction is None:
             prediction = self.predict(body, endpoint)
         key = backend_key(backend)  # once: queue and metadata defaults look it up as is
-        t = self.queue(key).ticket(prediction, self.meta(key, body, headers, api_key, team), arrival)
+        meta = self.meta(key, body, headers, api_key, team)
+        t = self.queue(key).ticket(prediction, meta, arrival)
         if self.memory is not None:
             t.entry.evidence = handle_of(prediction)
-        return t
+        return self.box_ticket(key, t, prediction, meta, arrival)  # Redis: a contended box's turn
 
     def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
              team: Any = None):

@@ -61,12 +61,15 @@ class BoxRegistry:
             box whose kind is not known.
         set_slots: ``set_slots(runner key, n)``: a runner's slots as the box says them.
         rule: ``() -> Placement`` for a new box.
+        shared: Redis mode's :class:`~sjf_core.admission._box_redis.SharedFit` (None: this
+            process learns alone).
     """
 
     def __init__(self, member: Callable[[str], Any], settings: Callable[[str], dict] | None = None,
                  url_slots: Callable[[str], int] | None = None, set_slots: Callable[[str, int], Any] | None = None,
-                 rule: Callable[[], Placement] | None = None):
+                 rule: Callable[[], Placement] | None = None, shared: Any = None):
         self._member = member
+        self.shared = shared  # Redis mode: what fits, as any worker learned it (_box_redis.SharedFit)
         self._settings = settings or (lambda key: {})
         self._url_slots = url_slots or (lambda key: 1)
         self._set_slots = set_slots or (lambda key, n: None)
@@ -84,7 +87,12 @@ class BoxRegistry:
 
                 pools = scheduler.pools or PoolRegistry.of(scheduler)
                 settings = getattr(scheduler.config, "box_settings", None)
-                scheduler.boxes = cls(pools.member, settings, scheduler.slots_for, scheduler.set_slots)
+                shared = None
+                if scheduler.config.redis_url:
+                    from sjf_core.admission._box_redis import SharedFit
+
+                    shared = SharedFit(scheduler.config.redis_url, scheduler.config.redis.prefix)
+                scheduler.boxes = cls(pools.member, settings, scheduler.slots_for, scheduler.set_slots, shared=shared)
                 if scheduler.config.metrics:
                     from sjf_core.ext._box_metrics import watch_boxes
 
@@ -97,7 +105,7 @@ class BoxRegistry:
         b = self.boxes.get(backend)
         if b is None:
             b = self.boxes[backend] = LiveBox(backend, rule=self._rule())
-            b.refresher = self.refresh
+            b.refresher, b.shared = self.refresh, self.shared
             self.configure(b, None)
         return b
 
@@ -108,7 +116,7 @@ class BoxRegistry:
         b.kind = cfg.get("kind") or kind or b.kind
         cap, max_loaded, keep = KIND_DEFAULTS.get(b.kind, (self._url_slots(b.key), None, math.inf))
         b.box.keep_alive_s = cfg.get("keep_alive_s", keep)
-        b.set_max_loaded(cfg.get("max_loaded", max_loaded))
+        b.set_max_loaded(cfg.get("max_loaded", max_loaded), known="max_loaded" in cfg)
         b.set_cap(cfg.get("cap", cap))
 
     async def discover(self, backend: str, api_base: str, headers: Any = None, hint: str | None = None) -> LiveBox:
@@ -126,15 +134,60 @@ class BoxRegistry:
                 except Exception:
                     note_fault(log, "box listing failed; the backend is one queue")
             self._learn(b, rep)
+            await self._shared_fit(b)
             fut.set_result(True)
         await asyncio.shield(fut)
         return self.boxes[backend]
+
+    async def _shared_fit(self, b: LiveBox) -> None:
+        """Take what the other workers learned about ``b`` (Redis mode): what fits, and each
+        runner's speed and load time where this worker has not measured them."""
+        if self.shared is None or b.kind not in MANY_MODEL_KINDS:
+            return
+        import math
+
+        known = await self.shared.runners()
+        for r in b.box.runners:
+            spt, load = known.get(r.key, (math.nan, math.nan))
+            if spt > 0 and not r.s_per_token > 0:
+                r.s_per_token = spt
+            if load > 0 and not r.load_s > 0:
+                r.load_s = load
+        if self._fixed(b):
+            return
+        n = await self.shared.get(b.key)
+        if n is not None and n >= 1 and (b.box.max_loaded is None or n < b.box.max_loaded):
+            b.set_max_loaded(n, known=True)
+
+    def _fixed(self, b: LiveBox) -> bool:
+        return (self._settings(b.key) or {}).get("max_loaded") is not None
+
+    async def fresh(self, backend: str, max_age_s: float) -> None:
+        """Redis mode: read a box's loaded set now when the last reading is older than
+        ``max_age_s`` (the other workers' starts change it; a request's key in the box queue is
+        fixed when it enters). Never raises."""
+        b = self.boxes.get(backend)
+        if self.shared is None or b is None or b.source is None or b.kind not in MANY_MODEL_KINDS or b.reading \
+                or b.clock() - b.read_at < max_age_s:
+            return
+        b.reading = True
+        try:
+            loaded = await read_loaded(b.source[0], b.kind, b.source[1])
+            if loaded is not None:
+                self._loaded(b, loaded, set())
+            await self._shared_fit(b)
+        except Exception:
+            note_fault(log, "box loaded set unreadable; the tracking goes on")
+        finally:
+            b.read_at = b.clock()
+            b.reading = False
 
     def _learn(self, b: LiveBox, rep: Any) -> None:
         if rep is None:
             self.configure(b, "plain")
             return
         b.catalogue = set(rep.catalogue)
+        b.n_models = len({n[:-7] if n.endswith(":latest") else n for n in rep.catalogue})
         self.configure(b, rep.kind)
         b.box.set_loaded(rep.loaded, b.clock())
         b.read_at = b.clock()
@@ -169,10 +222,13 @@ class BoxRegistry:
         return b
 
     # ---- the loaded set, again --------------------------------------------------------------
-    def refresh(self, b: LiveBox, expect: str | None = None) -> None:
+    def refresh(self, b: LiveBox, expect: str | None = None, every_s: float | None = None) -> None:
         """Re-read ``b``'s loaded set in the background, :data:`REFRESH_DELAY_S` from now
-        (``expect``: a model a request just started to load). Module docstring."""
+        (``expect``: a model a request just started to load; ``every_s``: not if read that
+        recently). Module docstring."""
         if b.source is None or b.kind not in MANY_MODEL_KINDS:
+            return
+        if every_s is not None and (b.reading or b.clock() - b.read_at < every_s):
             return
         if expect is not None:
             b.expect.add(expect)
@@ -195,6 +251,7 @@ class BoxRegistry:
                 loaded = await read_loaded(b.source[0], b.kind, b.source[1])
                 if loaded is not None:
                     self._loaded(b, loaded, expect)
+                await self._shared_fit(b)
                 if not b.again:
                     break
         except Exception:
@@ -213,7 +270,7 @@ class BoxRegistry:
         others = {n for n in loaded if not any(n in (ollama_names(m) if b.kind == "ollama" else {m}) for m in mine)}
         before = set(box.loaded)
         box.set_loaded(mine | {n for n in others if not n.endswith(":latest") or n[:-7] not in others}, b.clock())
-        fixed = (self._settings(b.key) or {}).get("max_loaded") is not None
+        fixed = self._fixed(b)
         held = len(box.loaded)
         missing = {m for m in expect if m not in box.loaded}
         waiting = bool(missing & b.suspect)  # missing at two readings in a row: it waits for room
@@ -224,7 +281,9 @@ class BoxRegistry:
         evicted = bool(before - set(box.loaded)) and len(before) > held
         if not fixed and held >= 1 and (waiting or evicted) and (box.max_loaded is None or held < box.max_loaded):
             log.warning("box %s holds %d model(s) at once (learned from its listing)", b.key, held)
-            b.set_max_loaded(held)
+            b.set_max_loaded(held, known=True)
+            if self.shared is not None:
+                asyncio.get_running_loop().create_task(self.shared.put(b.key, held))
         b.wake_all()
 
     def status(self) -> list[dict]:

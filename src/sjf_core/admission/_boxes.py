@@ -93,6 +93,9 @@ class LiveBox:
         self.loads = 0  # loads this process caused (its own tracking, corrected by the box's reports)
         self.kind = "unknown"  # what the box said it is ("ollama", "lmstudio", "llama-swap", "plain")
         self.catalogue: set = set()  # the models it serves, as it listed them
+        self.n_models = 0  # how many models it listed
+        self.fit_known = False  # max_loaded was learned from the box (or set), not assumed
+        self.shared: Any = None  # Redis mode: the workers' shared view (_box_redis.SharedFit)
         self.source: tuple | None = None  # (api_base, headers) to read it again
         self.read_at = -math.inf  # when its loaded set was last read
         self.reading = False
@@ -124,9 +127,10 @@ class LiveBox:
         self.ledger.resize(cap if cap is not None else NO_CAP)
         self.wake_all()
 
-    def set_max_loaded(self, n: int | None) -> None:
-        """How many models the box holds at once (None: all)."""
+    def set_max_loaded(self, n: int | None, known: bool = False) -> None:
+        """How many models the box holds at once (None: all); ``known``: learned or set."""
         self.box.max_loaded = n
+        self.fit_known = self.fit_known or known
         self.wake_all()
 
     # ---- the turn -----------------------------------------------------------------------

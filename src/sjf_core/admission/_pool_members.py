@@ -31,7 +31,7 @@ from typing import Any, Callable
 from sjf_core._faults import note_fault
 from sjf_core.admission._events import QueueEvents
 from sjf_core.policy._entry import class_of_tokens
-from sjf_core.policy._box import Runner
+from sjf_core.policy._box import MIN_SPEED_TOKENS, Runner
 from sjf_core.policy.promotion import REQUEST_OVERHEAD_TOKENS
 
 log = logging.getLogger("sjf_core.admission.pool")
@@ -156,18 +156,25 @@ class MemberWatch(QueueEvents):
         m.running.pop(entry, None)
         load_s = 0.0
         loaded = self.loading.pop(entry, False)
-        if loaded and answer_tokens is not None and m.s_per_token > 0:
-            # what the answer took beyond its generation at the runner's measured speed
-            load_s = max(0.0, service_s - (answer_tokens + REQUEST_OVERHEAD_TOKENS) * m.s_per_token)
-            m.observe_load(load_s)
-        if loaded and m.live_box is not None:
-            m.live_box.refresh()  # what the box holds now (and what fits)
+        if answer_tokens is not None and m.s_per_token > 0 and (loaded or m.live_box is not None):
+            # what the answer took beyond its generation at the runner's measured speed: a load
+            # when the start loaded the model, or (on a box) when it is far beyond: a load the
+            # tracking did not see (another worker's, an eviction): never the speed's
+            extra = service_s - (answer_tokens + REQUEST_OVERHEAD_TOKENS) * m.s_per_token
+            if loaded or (answer_tokens >= MIN_SPEED_TOKENS and extra > max(1.0, 2.0 * (service_s - extra))):
+                load_s = max(0.0, extra)
+                m.observe_load(load_s)
+                loaded = True
         m.observe(answer_tokens, service_s, load_s)
         if m.box is not None:
             m.box.touch(m, m.clock())
         if not m.running:
             m.idle_since = m.clock()
         if m.live_box is not None:
+            if loaded:
+                m.live_box.refresh()  # what the box holds now (and what fits)
+            if m.live_box.shared is not None:
+                m.live_box.shared.note_runner(m.key, m.s_per_token, m.load_s, m.clock())
             m.live_box.wake_all(but=m)
         link = self.linked.pop(entry, None)
         if link is not None:
