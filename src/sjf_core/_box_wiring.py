@@ -52,7 +52,8 @@ class BoxWiring:
                 self.set_slots(bkey, n)
             bq = self.queue(bkey)
             bq.slots = n
-            return R.BoxedTicket(ticket, bq.ticket(R.seconds_prediction(b, member, prediction, b.clock()), meta, arrival))
+            box_t = bq.ticket(R.seconds_prediction(b, member, prediction, b.clock()), meta, arrival)
+            return R.BoxedTicket(ticket, box_t, lambda: b.shared and b.shared.note_current(b.key, member.model))
         except Exception:
             from sjf_core._faults import note_fault
 

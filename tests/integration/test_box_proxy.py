@@ -143,3 +143,68 @@ async def test_a_burst_for_two_models_that_do_not_fit_together_is_grouped_by_mod
     assert all(m["max_in_flight"] <= m["slots"] for m in st["models"].values())
     hashes = [r["hash"] for r in nofit.emu.stats()["order"]]
     assert hashes[0] == short_hash(HOLD_A)
+
+
+async def test_three_workers_in_redis_mode_keep_runners_side_by_side(redis_url):
+    """Autocomplete runs beside a held chat answer whichever of three workers it reaches: each
+    runner's slots are its own Redis queue's, shared by the workers."""
+    import uuid
+
+    box = BoxConfig(models=(ModelSpec("chat", tokens_per_s=2000), ModelSpec("auto", tokens_per_s=2000)),
+                    max_loaded=2, preload=("chat", "auto"))
+    emu = EmulatorThread(EmulatorConfig(box=box, trace_records=TRACE, on_disconnect="stop"))
+    proxy = LiteLLMProxy(_config(f"http://127.0.0.1:{emu.port}", ("chat", "auto"), "openai"), num_workers=3,
+                         startup_timeout_s=600, env={"SJF_REDIS_URL": redis_url,
+                                                     "SJF_REDIS_PREFIX": "boxproxy-" + uuid.uuid4().hex[:8]})
+    try:
+        await proxy.astart()
+        h = Box(proxy, 0, emu, "openai")
+        held = asyncio.create_task(h.chat("chat", HOLD))
+        await wait_until(lambda: emu.stats()["held"] == 1, timeout=60)
+        assert await asyncio.gather(*(h.chat("auto", p) for p in AUTO * 3)) == [200] * 12
+        assert emu.stats()["held"] == 1  # all twelve while the chat answer was still running
+        emu.release_holds()
+        assert await held == 200
+    finally:
+        proxy.stop()
+        emu.stop()
+
+
+async def test_three_workers_in_redis_mode_serve_a_no_fit_box_one_model_at_a_time(redis_url):
+    """Once one worker learned that the box holds one model (shared in Redis), the box's shared
+    queue serves the three workers' burst in turn, one model's requests together."""
+    import uuid
+
+    import redis
+
+    prefix = "boxproxy-" + uuid.uuid4().hex[:8]
+    box = BoxConfig(models=(ModelSpec("a", tokens_per_s=2000, load_s=0.3), ModelSpec("b", tokens_per_s=2000, load_s=0.3)),
+                    max_loaded=1, preload=("a",))
+    emu = EmulatorThread(EmulatorConfig(box=box, trace_records=TRACE, on_disconnect="stop"))
+    proxy = LiteLLMProxy(_config(f"http://127.0.0.1:{emu.port}", ("a", "b"), "openai"), num_workers=3,
+                         startup_timeout_s=600, env={"SJF_REDIS_URL": redis_url, "SJF_REDIS_PREFIX": prefix,
+                                                     "SJF_TAU": "off"})
+    r = redis.Redis.from_url(redis_url)
+    try:
+        await proxy.astart()
+        h = Box(proxy, 0, emu, "openai")
+        for m in ("b", "a") * 3:  # warm-up: the box evicts a model, a worker learns it, all read it
+            assert await h.chat(m, "warm") == 200
+        await wait_until(lambda: r.hvals(f"{prefix}:boxes:max_loaded") == [b"1"], timeout=30)
+        emu.reset()
+        held = asyncio.create_task(h.chat("a", HOLD_A))
+        await wait_until(lambda: emu.stats()["held"] == 1, timeout=60)
+        tasks = [asyncio.create_task(h.chat("a" if i % 2 == 0 else "b", p)) for i, p in enumerate(BURST)]
+        await asyncio.sleep(1.0)  # the burst reaches the workers (nothing asserted on time)
+        emu.release_holds()
+        assert await held == 200
+        assert await asyncio.gather(*tasks) == [200] * len(BURST)
+        order = [x["model"] for x in emu.stats()["order"]]
+        switches = sum(1 for x, y in zip(order, order[1:]) if x != y)
+        st = emu.stats()["box"]
+        assert st["loads"] <= 3 and switches <= 2, order
+        assert all(m["max_in_flight"] <= m["slots"] for m in st["models"].values())
+    finally:
+        proxy.stop()
+        emu.stop()
+        r.close()

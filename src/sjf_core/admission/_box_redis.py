@@ -41,11 +41,12 @@ class BoxedTicket:
     ``acquire``, ``release``, ``arelease``, ``renew``, ``running``, ``waiting``, ``finished``
     is the runner ticket's."""
 
-    __slots__ = ("runner", "box")
+    __slots__ = ("runner", "box", "on_turn")
 
-    def __init__(self, runner: Any, box: Any):
+    def __init__(self, runner: Any, box: Any, on_turn: Any = None):
         self.runner = runner
         self.box = box
+        self.on_turn = on_turn  # called when the box queue's slot is granted
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.runner, name)
@@ -64,6 +65,8 @@ class BoxedTicket:
 
     async def acquire(self, timeout: float | None = None) -> None:
         await self.box.acquire(timeout)
+        if self.on_turn is not None:
+            self.on_turn()
         try:
             await self.runner.acquire(timeout)
         except BaseException:
@@ -131,13 +134,16 @@ class SharedFit:
     turn starts from the same view: how many models it holds at once (hash
     ``<prefix>:boxes:max_loaded``, box key → the smallest count learned) and each runner's
     measured seconds per token and load time (hash ``<prefix>:boxes:runners``, runner key →
-    ``"spt,load_s"``, the last worker's EWMA, written at most once a second per runner).
+    ``"spt,load_s"``, the last worker's EWMA, written at most once a second per runner), and
+    the model of each box queue's last grant (hash ``<prefix>:boxes:current``): what a new
+    request's key must count as loaded.
     Never raises (no answer: None / nothing stored)."""
 
     def __init__(self, url: str, prefix: str = "sjf"):
         self.url = url
         self.key = f"{prefix}:boxes:max_loaded"
         self.runners_key = f"{prefix}:boxes:runners"
+        self.current_key = f"{prefix}:boxes:current"
         self._written: dict = {}
 
     async def _call(self, fn):
@@ -163,6 +169,19 @@ class SharedFit:
             if old is None or int(old) > n:
                 await c.hset(self.key, box, int(n))
         await self._call(put)
+
+    async def current(self, box: str) -> str | None:
+        """The model of the box queue's last grant (what the box runs or just ran), or None."""
+        v = await self._call(lambda c: c.hget(self.current_key, box))
+        return v.decode() if isinstance(v, bytes) else v
+
+    def note_current(self, box: str, model: str) -> None:
+        """A worker's request of ``model`` got the box queue's slot (in the background)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.create_task(self._call(lambda c: c.hset(self.current_key, box, model)))
 
     async def runners(self) -> dict:
         """``{runner key: (spt, load_s)}`` as stored (NaN: unknown)."""

@@ -167,8 +167,13 @@ class BoxRegistry:
         ``max_age_s`` (the other workers' starts change it; a request's key in the box queue is
         fixed when it enters). Never raises."""
         b = self.boxes.get(backend)
-        if self.shared is None or b is None or b.source is None or b.kind not in MANY_MODEL_KINDS or b.reading \
-                or b.clock() - b.read_at < max_age_s:
+        if self.shared is None or b is None or b.source is None or b.kind not in MANY_MODEL_KINDS:
+            return
+        if b.fit_known and b.box.max_loaded == 1:  # what runs now: the box queue's last grant
+            cur = await self.shared.current(b.key)
+            if cur is not None and b.box.runner(cur) is not None and not b.box.is_loaded(b.box.runner(cur), b.clock()):
+                b.box.set_loaded([cur], b.clock())
+        if b.reading or b.clock() - b.read_at < max_age_s:
             return
         b.reading = True
         try:
