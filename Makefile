@@ -2,7 +2,9 @@
 # `make test` runs the test suite (tests/unit and tests/integration, with a per-test timeout
 # from pyproject and the 15 slowest tests listed), starting a throw-away redis-server for it, then the
 # openai wrapper's tests again against the newest openai 3.x (`make test-openai3`) and the plugin's
-# proxy tests against the newest LiteLLM (`make test-litellm-newest`).
+# proxy tests against the newest LiteLLM (`make test-litellm-newest`). Each leg prints the versions it
+# ran first (scripts/versions.py); the suite's legs install redis-server and Debian's chromium when
+# they are missing (scripts/ensure_redis.sh, scripts/ensure_chromium.sh).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -20,8 +22,10 @@ PYL    := $(VENVL)/bin/python
 STAMPL := $(VENVL)/.installed-$(shell cat pyproject.toml setup.py scripts/litellm_proxy_deps.py | cksum | cut -d' ' -f1)
 LITELLM_NEWEST ?= litellm>=1.106.0,!=1.107.0
 # The core proxy tests: SJF order of a held burst, slots, release on every path, streams, τ,
-# 429 (test_litellm_plugin); the status route and page on the proxy port (test_litellm_ops).
-LITELLM_NEWEST_TESTS ?= tests/integration/test_litellm_plugin.py tests/integration/test_litellm_ops.py
+# 429 (test_litellm_plugin); the status route and page on the proxy port (test_litellm_ops); the
+# length of streamed Ollama answers, read from LiteLLM's chunks (test_litellm_ollama_streams).
+LITELLM_NEWEST_TESTS ?= tests/integration/test_litellm_plugin.py tests/integration/test_litellm_ops.py \
+	tests/integration/test_litellm_ollama_streams.py
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
@@ -43,6 +47,8 @@ test: test-suite test-openai3 test-litellm-newest
 
 test-suite: $(STAMP)
 	bash scripts/ensure_redis.sh
+	bash scripts/ensure_chromium.sh
+	$(PY) scripts/versions.py test-suite
 	bash scripts/with_redis.sh $(PY) -m pytest -q --durations=15
 
 # The newest openai 3.x needs Python >= 3.11 (httpx2); the wrapper's test file runs there too.
@@ -55,7 +61,7 @@ $(STAMP3): pyproject.toml setup.py
 	rm -f $(VENV3)/.installed-*; touch $@
 
 test-openai3: $(STAMP3)
-	$(PY3) -c 'import openai, httpx2; print("openai", openai.__version__, "on httpx2", httpx2.__version__)'
+	$(PY3) scripts/versions.py test-openai3
 	$(PY3) -m pytest -q --durations=15 tests/integration/test_openai_wrapper.py tests/integration/test_tenants_wrapper.py
 
 # `pip install -e ".[litellm]"` must keep the newest LiteLLM (and its openai 3.x): checked here.
@@ -72,7 +78,9 @@ $(STAMPL): pyproject.toml setup.py scripts/litellm_proxy_deps.py
 	rm -f $(VENVL)/.installed-*; touch $@
 
 test-litellm-newest: $(STAMPL)
-	$(PYL) -c 'from importlib.metadata import version as v; print("litellm", v("litellm"), "openai", v("openai"), "(kept by pip install -e .[litellm])")'
+	bash scripts/ensure_chromium.sh
+	$(PYL) scripts/versions.py test-litellm-newest
+	@echo "make test-litellm-newest: litellm and openai as before pip install -e .[litellm]: $$(cat $(VENVL)/before.txt)"
 	$(PYL) -m pytest -q --durations=5 $(LITELLM_NEWEST_TESTS)
 
 clean:

@@ -9,7 +9,7 @@ the base model never saw.
    * **N only**: a model trained from scratch on the N rows;
 3. Score the held-out source's test split (row level, paper Eq. 2) and print mean ± std.
 
-    python benchmarks/domain_retraining.py --data ../shared/data/conversations --holdout lima_train
+    python benchmarks/domain_retraining.py --data conversations/ --holdout lima_train
 """
 
 from __future__ import annotations

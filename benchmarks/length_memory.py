@@ -18,7 +18,7 @@ Sections (each table is a same-run comparison):
 (e) cost: Scheduler.predict of one prompt, p50/p99 µs, memory with 10k answered requests
     vs memory off (same process, interleaved); bytes per entry.
 
-Needs the team's data in ../shared/data/conversations (or $SJF_DATA_DIR).
+Needs the conversation data (docs/data.md) in the folder $SJF_DATA_DIR (default ./conversations).
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ from sjf_lab.sim.workload import Workload# noqa: E402
 from sjf_core.predict._text import scored_text# noqa: E402
 from sjf_lab.train_data import prompt_key, split_of# noqa: E402
 
-DATA = Path(os.environ.get("SJF_DATA_DIR", ROOT.parent / "shared" / "data" / "conversations"))
+DATA = Path(os.environ.get("SJF_DATA_DIR", "conversations"))
 if not DATA.is_dir():
-    DATA = Path("/work/shared/data/conversations")
+    raise SystemExit(f"benchmarks/length_memory.py needs the conversation data (docs/data.md): {DATA} is no folder; "
+                     "set SJF_DATA_DIR")
 TPS, OVERHEAD_S = 30.0, 0.3
 MIN_CLASS = 10
 

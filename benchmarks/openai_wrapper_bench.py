@@ -290,7 +290,9 @@ def main(argv=None) -> int:
 
     res = asyncio.run(go())
     res["sample"] = {"short": args.short, "long": args.long, "seed": args.seed, "repeats": args.repeats,
-                     "tokens_per_s": args.tokens_per_s, "predictor": repr(predictor),
+                     "tokens_per_s": args.tokens_per_s,
+                     # the model file by its name: no path of the machine it ran on
+                     "predictor": repr(predictor).replace(str(Path(predictor.path).parent) + "/", ""),
                      "ranking_accuracy": ranking_accuracy(predictor, sample)}
 
     fcfs = res["burst"]["fcfs (plain client)"]

@@ -7,7 +7,7 @@ split per source with >= 30 Short and >= 30 Long rows, as the change in percenta
 against the full v2 layout. Also shows v1 (the paper's 19) and each group added to v1 alone.
 Each cell is the mean over ``--seeds`` XGBoost seeds.
 
-    python benchmarks/predictor_ablation.py --data ../shared/data/conversations [--seeds 2] [--json out.json]
+    python benchmarks/predictor_ablation.py --data conversations/ [--seeds 2] [--json out.json]
 """
 
 from __future__ import annotations

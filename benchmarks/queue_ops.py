@@ -25,7 +25,7 @@ Keys are random P(Long) values.
 Usage::
 
     .venv/bin/python benchmarks/queue_ops.py [--sizes 1000,10000,100000] [--ops 20000] [--json out.json]
-    .venv/bin/python benchmarks/queue_ops.py --before /work/baseline/src   # before/after, one run
+    .venv/bin/python benchmarks/queue_ops.py --before ../sjf-4ec63d7/src   # before/after (git worktree add ../sjf-4ec63d7 4ec63d7)
 
 ``--before SRC`` compares another source tree (e.g. the code before a change; the old
 module names ``sjf_core.admission`` etc. are understood) with this one: for each size and
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
                     help="chunk timer: wall clock, or this thread's CPU time (default: wall; cpu with --before)")
     ap.add_argument("--seed", type=int, default=0, help="first random seed (repeat r uses seed + r)")
     ap.add_argument("--before", default=None, metavar="SRC",
-                    help="source tree to compare with this one (e.g. /work/baseline/src): before/after table")
+                    help="source tree to compare with this one (e.g. ../sjf-4ec63d7/src, a git worktree of an older commit): before/after table")
     args = ap.parse_args(argv)
     global _clock
     timer = args.timer or ("cpu" if args.before else "wall")

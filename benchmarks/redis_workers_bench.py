@@ -32,7 +32,7 @@ later: every request must still complete (fail-open to per-process queues meanwh
 
 Usage::
 
-    .venv/bin/python benchmarks/redis_workers_bench.py [--data ../shared/data/conversations/sharegpt.jsonl]
+    .venv/bin/python benchmarks/redis_workers_bench.py [--data conversations/sharegpt.jsonl]
         [--n 20] [--reps 5] [--tokens-per-s 2000] [--start idle|held] [--tau off] [--seed 0]
         [--contrast] [--restart] [--json out.json]
 

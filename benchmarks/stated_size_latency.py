@@ -1,5 +1,5 @@
 """Cost of reading stated sizes (issue 23): ``read_size`` alone and ``Predictor.predict`` with and
-without it, per prompt, on real prompts of ``../shared/data/conversations`` cut or repeated to a fixed
+without it, per prompt, on real prompts of the conversation data (docs/data.md) cut or repeated to a fixed
 length (default 2,000 characters), the same under a system prompt that states a size ("Always answer
 with yes or no.": the user text is read as well, docs/predictor.md), and on our labelled set (prompts
 that do state a size).
@@ -8,12 +8,13 @@ Interleaved per prompt in one process (read_size, predict with sizes, predict wi
 (``time.process_time_ns``) and wall time; prints p50 / p99 µs and the p50 of the paired difference
 (with − without) of ``predict``::
 
-    python benchmarks/stated_size_latency.py --data ../shared/data/conversations --chars 2000
+    python benchmarks/stated_size_latency.py --data conversations/ --chars 2000
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 
@@ -49,7 +50,7 @@ def _time_interleaved(fns, texts, reps: int) -> list[tuple[np.ndarray, np.ndarra
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="../shared/data/conversations")
+    ap.add_argument("--data", default=os.environ.get("SJF_DATA_DIR", "conversations"), help="folder of the conversation data (docs/data.md; default $SJF_DATA_DIR or ./conversations)")
     ap.add_argument("--chars", type=int, default=2000)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=3)

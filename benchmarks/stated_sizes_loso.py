@@ -18,8 +18,8 @@ the decile calibration (predicted vs observed median and mean tokens) for ShareG
 all families, before and after, and writes the spread knots fitted on all families
 (``--write-spread``, for ``sjf_lab.calibrate`` / the shipped model)::
 
-    python benchmarks/stated_sizes_loso.py --data ../shared/data/conversations \\
-        --oof /work/cache/sjf23/oof_general.pkl --write-spread models/default.spread.json
+    python benchmarks/stated_sizes_loso.py --data conversations/ \\
+        --oof oof_general.pkl --write-spread models/default.spread.json
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def _test_split(ds, before_model: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="../shared/data/conversations")
+    ap.add_argument("--data", default=os.environ.get("SJF_DATA_DIR", "conversations"), help="folder of the conversation data (docs/data.md; default $SJF_DATA_DIR or ./conversations)")
     ap.add_argument("--oof", default=None, help="pickle of out-of-family outputs (read if present, else written)")
     ap.add_argument("--write-spread", default=None, metavar="JSON")
     ap.add_argument("--json-out", default=None)

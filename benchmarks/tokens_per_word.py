@@ -2,7 +2,7 @@
 
 The stated-size reader (``sjf_core.predict._sizes``) turns "N words" into answer tokens with a
 tokens-per-word figure per language. This script measures it on the prompts of
-``../shared/data/conversations`` (the answers' text is not stored, only their lengths), grouped by
+the conversation data (docs/data.md) (the answers' text is not stored, only their lengths), grouped by
 language (script for Chinese/Russian, stop words for English/German/French/Spanish):
 
 * Tekken (Mistral NeMo's 131k tokenizer, shipped in the ``mistral-common`` wheel) tokens per
@@ -12,7 +12,7 @@ language (script for Chinese/Russian, stop words for English/German/French/Spani
 Prints one line per language. Run with a Python that has ``mistral-common`` installed
 (``pip install mistral-common``; not a project dependency)::
 
-    python benchmarks/tokens_per_word.py --data ../shared/data/conversations
+    python benchmarks/tokens_per_word.py --data conversations/
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def language(text: str) -> str | None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="../shared/data/conversations")
+    ap.add_argument("--data", default=os.environ.get("SJF_DATA_DIR", "conversations"), help="folder of the conversation data (docs/data.md; default $SJF_DATA_DIR or ./conversations)")
     ap.add_argument("--per-language", type=int, default=400, help="at most this many prompts per language")
     args = ap.parse_args()
     import mistral_common

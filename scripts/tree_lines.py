@@ -9,9 +9,11 @@ Each package line shows its total. Runtime modules (``sjf_core``, ``litellm_sjf`
 included) longer than ``--function-limit`` lines (``def`` line to last line) are listed; with
 ``--check`` the exit status is 1 when there is either. ``--markdown`` wraps the tree in a
 fenced block; ``--write FILE`` puts that block between the ``<!-- tree:begin -->`` /
-``<!-- tree:end -->`` markers of FILE, and the admission room's import graph (module-level
+``<!-- tree:end -->`` markers of FILE, the admission room's import graph (module-level
 and function-level imports, ``if TYPE_CHECKING`` left out) between ``<!-- imports:begin -->``
-/ ``<!-- imports:end -->`` when FILE has those markers.
+/ ``<!-- imports:end -->`` when FILE has those markers, and the layers of the whole house with
+their import counts (:mod:`import_layers`, grimp; ``if TYPE_CHECKING`` imports counted) between
+``<!-- layers:begin -->`` / ``<!-- layers:end -->``.
 """
 
 from __future__ import annotations
@@ -154,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
             graph, cycle = import_graph(root)
             verdict = f"import cycle: {' -> '.join(cycle)}" if cycle else "no import cycle"
             text = _replace_block(text, "imports", "\n".join(["```text", *graph, "```", "", verdict]))
+        if "<!-- layers:begin -->" in text and "<!-- layers:end -->" in text:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import import_layers
+
+            text = _replace_block(text, "layers", import_layers.docs_block(root))
         doc.write_text(text, encoding="utf-8")
         print(f"{doc}: tree updated; {summary}")
         return 1 if failed else 0

@@ -36,6 +36,7 @@ from ._calls import Call, CallRegistry
 from ._fail_open import REFUSALS, fail_open, log_fault
 from ._stats import HandlerStats
 from ._deployment import OLLAMA_PROVIDERS, backend_slots, probe_target, provider_and_model
+from ._labels import OpsLabels, deployment_names, tenant_label
 from .settings import AUTO
 from ._tenancy import consume_intent, identity
 from ._validate import rejected_reason
@@ -64,8 +65,10 @@ class Admission:
     """Pre-call scoring and post-routing queueing (module docstring). ``scheduler``: a
     callable returning the :class:`sjf_core.Scheduler` (built on first use)."""
 
-    def __init__(self, settings: Any, scheduler: Callable[[], Any], calls: CallRegistry, stats: HandlerStats):
+    def __init__(self, settings: Any, scheduler: Callable[[], Any], calls: CallRegistry, stats: HandlerStats,
+                 labels: OpsLabels | None = None):
         self.settings = settings
+        self.labels = labels if labels is not None else OpsLabels()
         self.scheduler = scheduler
         self.calls = calls
         self.stats = stats
@@ -131,6 +134,7 @@ class Admission:
         call = Call(cid, psr_id, endpoint, prediction, meta_body,
                     dict(headers) if isinstance(headers, Mapping) else None, bool(data.get("stream")))
         call.api_key, call.team = identity(user_api_key_dict)
+        call.tenant_label = tenant_label(user_api_key_dict, self.settings.fairness)
         calls.add(call, has_psr=psr is not None)
 
     def _remember_fault(self, data: Any, call_type: Any, exc: BaseException) -> None:
@@ -198,6 +202,7 @@ class Admission:
             call.probe = probe_target(kwargs)
         ticket = self._last_resort().ticket(backend, fault)
         call.ticket, call.backend = ticket, backend
+        self.named(call, kwargs)
         await self._wait(call, ticket)
 
     def _backend_of(self, kwargs: Any) -> str:
@@ -280,7 +285,20 @@ class Admission:
                               prediction=call.prediction, api_key=call.api_key, team=call.team)
         call.ticket = ticket
         call.backend = backend
+        self.named(call, kwargs)
         return ticket
+
+    def named(self, call: Call, kwargs: Any) -> None:
+        """Note the call's model names and tenant label for the operator's view. Never raises."""
+        try:
+            call.group, call.deployment = deployment_names(kwargs)
+            self.labels.backend_seen(call.backend, call.group, call.deployment)
+            self.labels.ticket_seen(call.ticket, call.group)
+            entry = getattr(call.ticket, "entry", None)
+            self.labels.tenant_seen(getattr(entry, "tenant", None), call.tenant_label)
+        except Exception:
+            note_fault(log, "litellm_sjf: model names of a request not noted; the status shows its URL only",
+                       level=logging.DEBUG)
 
     async def _wait(self, call: Call, ticket: Any) -> None:
         try:

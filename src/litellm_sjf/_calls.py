@@ -34,7 +34,7 @@ class Call:
 
     __slots__ = ("cid", "psr_id", "endpoint", "prediction", "arrival", "created", "meta_body", "headers", "stream",
                  "ticket", "backend", "acquired_wall", "draining", "done", "released_at", "probe", "orphaned",
-                 "probe_task", "api_key", "team", "fault")
+                 "probe_task", "api_key", "team", "fault", "group", "deployment", "tenant_label")
 
     def __init__(self, cid: str, psr_id: int, endpoint: str, prediction: Any, meta_body: dict,
                  headers: dict | None, stream: bool):
@@ -59,6 +59,9 @@ class Call:
         self.api_key = None
         self.team = None
         self.fault: BaseException | None = None  # a pre-call fault: admitted through the gate
+        self.group: str | None = None  # LiteLLM's model group, once routed (the operator's view)
+        self.deployment: str | None = None  # the deployment's model, e.g. "ollama_chat/llama3"
+        self.tenant_label: str | None = None  # the key's alias or user id (litellm_sjf._labels)
 
     @property
     def running(self) -> bool:
@@ -78,11 +81,34 @@ def usage_tokens(obj: Any) -> int | None:
         usage = getattr(resp, "usage", None) if resp is not None else None
     if usage is None:
         return None
+    return _answer_tokens(usage)
+
+
+def _answer_tokens(usage: Any, least: int = 0) -> int | None:
     for name in ("completion_tokens", "output_tokens"):
         v = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= least:
             return v
     return None
+
+
+def stream_chunk_tokens(chunk: Any) -> int | None:
+    """Answer tokens carried by one chunk of a LiteLLM stream: its ``usage`` (the client asked
+    for ``stream_options.include_usage``, or the provider always sends it), else the usage
+    LiteLLM puts in the last chunk's ``_hidden_params`` when the client did not ask.
+
+    The hidden usage is how an Ollama stream (``ollama_chat/``, ``ollama/``) reports its
+    ``eval_count``: LiteLLM keeps the done line's counts out of the chunks the client sees and
+    sums the provider's usage into the last chunk's hidden params when it yields it. Read it
+    then, not later: after the stream ends LiteLLM may overwrite it with its own token count of
+    the text. A hidden count of 0 is LiteLLM's sum over no provider usage, so it means unknown.
+    None when neither is there."""
+    n = usage_tokens(chunk)
+    if n is not None:
+        return n
+    hidden = getattr(chunk, "_hidden_params", None)
+    usage = hidden.get("usage") if isinstance(hidden, Mapping) else None
+    return None if usage is None else _answer_tokens(usage, least=1)
 
 
 class CallRegistry:
@@ -189,6 +215,10 @@ class CallRegistry:
         return task
 
     # ---- status -------------------------------------------------------------------------
+    def live(self) -> list[Call]:
+        """Every call remembered now (a copy)."""
+        return [c for cs in list(self._calls.values()) for c in list(cs)]
+
     def snapshot(self) -> tuple[int, int]:
         """``(tracked calls, calls draining)``."""
         calls = [c for cs in list(self._calls.values()) for c in list(cs)]

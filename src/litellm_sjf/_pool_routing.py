@@ -143,7 +143,7 @@ class PoolRouting:
         if found is None:
             return deployments
         call, groups = found
-        key = await self._wait(call, groups)
+        key = await self._wait(call, groups, model)
         return deployments if key is None else groups[key]
 
     async def _keep(self, call: Call, groups: dict) -> list | None:
@@ -164,7 +164,7 @@ class PoolRouting:
         self.stats.released_rerun += 1
         return None
 
-    async def _wait(self, call: Call, groups: dict) -> str | None:
+    async def _wait(self, call: Call, groups: dict, model: Any = None) -> str | None:
         """Wait in the pool; the backend key whose slot the call now holds (None: fail-open)."""
         sched = self.admission.scheduler()
         pool = None
@@ -177,6 +177,10 @@ class PoolRouting:
         if pool is None:
             return None
         meta = sched.meta(next(iter(groups)), call.meta_body, call.headers, call.api_key, call.team)
+        labels = self.admission.labels  # the operator's view: the pool's model group, the tenant's label
+        group = model if isinstance(model, str) and model else None
+        labels.pool_seen(pool.name, group)
+        labels.tenant_seen(getattr(meta, "tenant", None), call.tenant_label)
 
         def make_ticket(key: str):
             return sched.ticket(key, call.meta_body, call.endpoint, call.headers, arrival=call.arrival,
@@ -197,6 +201,10 @@ class PoolRouting:
             return None
         call.ticket, call.backend = ticket, ticket.queue.name
         call.probe = probe_target(_params(groups[call.backend][0]))
+        deployment = _params(groups[call.backend][0]).get("model")
+        call.group, call.deployment = group, (deployment if isinstance(deployment, str) else None)
+        labels.backend_seen(call.backend, group, call.deployment)
+        labels.ticket_seen(ticket, group)
         call.acquired_wall = time.time()
         self.stats.admitted += 1
         self.stats.pooled += 1

@@ -6,7 +6,8 @@ the plugin adds to its scheduler. It keeps, in bounded rings and without prompt 
 * ``recent()``: the last ``keep`` completed requests, newest first: ``{"t"`` (Unix time),
   ``"backend"`` (its label, no credentials), ``"class"`` (predicted), ``"expected_tokens"``,
   ``"answer_tokens"`` (from ``usage``; None when unknown), ``"true_class"``, ``"wait_s"``,
-  ``"service_s"``, ``"promoted"``, ``"tenant"``\\ ``}``;
+  ``"service_s"``, ``"promoted"``, ``"tenant"``, ``"model"`` (the request's model group, from
+  ``model_of(entry)``; None when unknown)\\ ``}``;
 * ``accuracy_history()``: ``[{"t", "memory", "base", "n"}]``, the online ranking accuracy
   (paper Eq. 2, memory vs base) sampled at a completion at most every ``every_s`` seconds,
   the last ``points`` samples. ``accuracy`` is a callable returning
@@ -59,6 +60,8 @@ class OpsRecorder(QueueEvents):
         self.clock = clock
         self._last_sample = -math.inf
         self._lock = threading.Lock()
+        #: ``entry -> model group or None`` (the handler's :meth:`OpsLabels.group_of`)
+        self.model_of: Callable[[Any], str | None] | None = None
 
     def on_complete(self, queue: Any, entry: Any, service_s: float, answer_tokens: int | None) -> None:
         ok = answer_tokens is not None and answer_tokens >= 0
@@ -67,10 +70,17 @@ class OpsRecorder(QueueEvents):
                "answer_tokens": int(answer_tokens) if ok else None,
                "true_class": CLASS_NAMES[class_of_tokens(answer_tokens)] if ok else None,
                "wait_s": _finite(entry.dispatched_at - entry.arrival), "service_s": _finite(service_s),
-               "promoted": bool(entry.promoted), "tenant": entry.tenant}
+               "promoted": bool(entry.promoted), "tenant": entry.tenant, "model": self._model(entry)}
         with self._lock:
             self._recent.appendleft(row)
         self.sample()
+
+    def _model(self, entry: Any) -> str | None:
+        try:
+            return self.model_of(entry) if self.model_of is not None else None
+        except Exception:  # a name is not worth an event: the row shows none
+            note_fault(log, "litellm_sjf: a completion's model name unreadable", level=logging.DEBUG)
+            return None
 
     def sample(self, force: bool = False) -> None:
         """Record one accuracy sample unless one was taken less than ``every_s`` ago."""

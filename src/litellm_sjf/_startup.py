@@ -18,7 +18,7 @@ parsed config.yaml, a dict) finds:
 ``run_startup_checks(settings)`` reads the config file the running proxy was started
 with (:func:`litellm_sjf._stream_pump.proxy_config_path`) and logs each warning once
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
-raises. Warnings name backends by :func:`sjf_core.ext._metrics.backend_label` (no credentials).
+raises. Warnings name backends by :func:`sjf_core.backend_label` (no credentials).
 
 ``shared_boxes(settings, config)`` says which models of the model list share one backend URL
 (a many-model box) and how they are admitted; logged at INFO by ``run_startup_checks``.
@@ -29,7 +29,8 @@ path, and logs one WARNING naming ``SJF_REDIS_URL`` when it cannot be reached.
 ``startup_line(settings)`` is the one INFO line logged when the plugin is loaded: its
 effective policy, guard, slots per backend, memory on/off, store and where its status is
 served (:func:`status_location`, the one place that says where). ``fatal(exc)`` prints a
-configuration error as one short line on stderr, before the proxy's own traceback.
+configuration error as one short line on stderr, before the proxy's own traceback (every
+fatal problem in it), then logs the warnings the failed settings carried.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from types import SimpleNamespace
 from typing import Any, Mapping
 
 from sjf_core import backend_label
@@ -202,6 +204,14 @@ def log_startup_line(settings: Any, on_proxy: bool = False) -> str:
     one on stderr, with level, time and logger name (else Python prints a bare line).
     Returns the line."""
     line = startup_line(settings, on_proxy)
+    _show_logs()
+    log.info("%s", line)
+    return line
+
+
+def _show_logs() -> None:
+    """When logging is not configured, show the plugin's and the core's lines on stderr
+    (:func:`log_startup_line`)."""
     core = logging.getLogger("sjf_core")
     if not log.handlers and not core.handlers and not logging.getLogger().handlers:
         # the plugin's own lines name it already ("litellm_sjf: ..."); the core's get the logger's name
@@ -212,8 +222,6 @@ def log_startup_line(settings: Any, on_proxy: bool = False) -> str:
             logger.addHandler(h)
         if log.level == logging.NOTSET or log.level > logging.INFO:
             log.setLevel(logging.INFO)
-    log.info("%s", line)
-    return line
 
 
 #: Seconds the start-up PING of the Redis store may take (connect and answer).
@@ -261,7 +269,10 @@ def ping_redis(config: Any, timeout_s: float = REDIS_PING_TIMEOUT_S) -> str | No
 
 def fatal(exc: BaseException) -> str:
     """Print a fatal configuration error as one short line on stderr (first, before the
-    proxy's traceback) and return it."""
+    proxy's traceback) and return it: every fatal problem the settings had (a
+    :class:`sjf_core.config.SettingsError` names them all). Then the non-fatal ones it carries
+    (``warnings``, ``retired``: an unknown ``SJF_*`` name...) are logged as the start-up checks
+    log them (:func:`config_warnings`), so one start reports every problem."""
     msg = " ".join(str(exc).split()) or type(exc).__name__
     line = f"litellm_sjf: FATAL configuration error, the proxy cannot start: {msg}"
     try:
@@ -269,4 +280,10 @@ def fatal(exc: BaseException) -> str:
         sys.stderr.flush()
     except (OSError, ValueError):  # no usable stderr: the exception that follows still says it
         pass
+    found = SimpleNamespace(warnings=getattr(exc, "warnings", ()), retired=getattr(exc, "retired", ()))
+    warnings = config_warnings(found, None)
+    if warnings:
+        _show_logs()
+        for w in warnings:
+            log.warning("litellm_sjf: %s", w)
     return line

@@ -18,9 +18,12 @@
   shows: per backend ``queue`` (who runs, who waits in which order, predicted tokens and
   class, waited, band, tenant, when the guard promotes each:
   :meth:`sjf_core.AdmissionQueue.view`), ``recent`` completions (predicted vs
-  actual) and ``accuracy_history`` (:class:`litellm_sjf._recorder.OpsRecorder`),
-  ``generated_at`` (Unix time); its floats rounded for reading (:func:`rounded`: tokens to
-  0.1, the rest to 0.001).
+  actual) and ``accuracy_history`` (:class:`litellm_sjf._recorder.OpsRecorder`), per pool
+  ``queue`` (its waiters, and those reserved for a member: :meth:`PoolQueue.view`),
+  ``counter_groups`` (:func:`litellm_sjf._stats.grouped`), the model names and tenant labels
+  (:meth:`litellm_sjf._labels.OpsLabels.annotate`), each waiter's ``promote_in_s`` /
+  ``start_in_s`` (:mod:`litellm_sjf._estimates`) and ``generated_at`` (Unix time); its
+  floats rounded for reading (:func:`rounded`: tokens to 0.1, the rest to 0.001).
 * :func:`start_status_server` serves the live status as JSON at
   ``http://127.0.0.1:PORT/sjf/status`` (``SJF_STATUS_PORT``) from a daemon thread with the
   standard library's HTTP server, computing it on the proxy's loop; None if the port is
@@ -40,6 +43,8 @@ from typing import Any
 
 from sjf_core import note_fault, probe_stats
 
+from ._estimates import add_estimates
+from ._stats import grouped
 from ._tenancy import tenant_status
 
 log = logging.getLogger("litellm_sjf._status")
@@ -145,11 +150,32 @@ async def live_status(handler: Any, limit: int = 100) -> dict:
             note_fault(log, "litellm_sjf status: a queue could not be read; its counters only")
             view = {"error": type(exc).__name__}
         doc["backends"].setdefault(key, {})["queue"] = view
+    await _pool_views(doc, sched, limit)
     handler.recorder.sample()  # at most one accuracy sample per interval, also while idle
     doc["recent"] = handler.recorder.recent()
     doc["accuracy_history"] = handler.recorder.accuracy_history()
+    doc["counter_groups"] = grouped(doc["counters"])
+    labels = getattr(handler, "labels", None)
+    if labels is not None:
+        labels.annotate(doc, handler._calls.live())
+    add_estimates(doc)
     doc["generated_at"] = time.time()
     return rounded(doc)
+
+
+async def _pool_views(doc: dict, sched: Any, limit: int) -> None:
+    """Each pool's ``queue``: who waits in it, in dispatch order (``pools[i]`` by name)."""
+    registry = getattr(sched, "pools", None) if sched is not None else None
+    by_name = {p.get("name"): p for p in doc.get("pools") or []}
+    for pool in list(registry.pools.values()) if registry is not None else []:
+        row = by_name.get(pool.name)
+        if row is None:
+            continue
+        try:
+            row["queue"] = await pool.view(limit)
+        except Exception as exc:  # e.g. Redis unreachable: the pool's counters above still tell
+            note_fault(log, "litellm_sjf status: a pool's queue could not be read; its counters only")
+            row["queue"] = {"error": type(exc).__name__}
 
 
 def rounded(x: Any, key: str = "") -> Any:

@@ -35,7 +35,7 @@ from typing import Any, AsyncIterator
 
 from sjf_core import AdmissionRejected, Superseded, note_fault
 
-from ._calls import Call, CallRegistry, usage_tokens
+from ._calls import Call, CallRegistry, stream_chunk_tokens
 from ._stats import HandlerStats
 
 log = logging.getLogger("litellm_sjf")
@@ -270,7 +270,7 @@ class StreamPump:
                     item = await it.__anext__()
                 except StopAsyncIteration:
                     break
-                n = usage_tokens(item)
+                n = stream_chunk_tokens(item)
                 if n is not None:
                     tokens = n
                 now = time.monotonic()

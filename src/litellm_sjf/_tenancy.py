@@ -6,7 +6,7 @@
   (``metadata.sjf_*``, ``x-sjf-*`` headers) never reach the backend either: LiteLLM does
   not forward ``metadata`` nor client headers by default.
 * :func:`identity` — the caller's API key and team from LiteLLM's ``UserAPIKeyAuth``,
-  for ``fairness`` "key" / "team" (hashed by :class:`sjf_core.policy._tenants.Fairness`).
+  for ``fairness`` "key" / "team" (hashed by :class:`sjf_core.settings._tenants.Fairness`).
 * :func:`tenant_status` — per-tenant queue depth and oldest wait of one queue.
 
 Never raises on request data.

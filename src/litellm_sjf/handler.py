@@ -39,6 +39,7 @@ from ._admit import ENDPOINTS, Admission
 from ._build import LazyScheduler
 from ._calls import CallRegistry, usage_tokens
 from ._fail_open import REFUSALS, fail_open
+from ._labels import OpsLabels
 from ._orphans import OrphanPolicy
 from ._pool_routing import PoolRouting
 from ._recorder import OpsRecorder
@@ -70,13 +71,16 @@ class SJFHandler(CustomLogger):
         self.settings = settings or load_settings()
         #: recent completions and the ranking accuracy over time (the operator's view)
         self.recorder = OpsRecorder()
+        #: model names per backend and pool, labels per tenant (the operator's view)
+        self.labels = OpsLabels()
+        self.recorder.model_of = self.labels.group_of
         #: the proxy's event loop, once known (the status port computes the status there)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sched = LazyScheduler(self.settings, scheduler, on_build=self._listen)
         self.stats = HandlerStats()
         self.rates = TokenRates()
         self._calls = CallRegistry(self.stats, self.rates)
-        self._admission = Admission(self.settings, self._sched.get, self._calls, self.stats)
+        self._admission = Admission(self.settings, self._sched.get, self._calls, self.stats, self.labels)
         self._orphans = OrphanPolicy(self.settings, self._calls, self.stats)
         self._pool = PoolRouting(self.settings, self._admission, self._calls, self.stats)
         self._pump = StreamPump(self.settings, self._calls, self.stats, self._orphans)

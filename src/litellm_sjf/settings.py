@@ -45,7 +45,7 @@ env var                    file key                         meaning (default)
                                                             lost release; longer than a non-streamed answer)
 ``SJF_DRAIN_MAX_S``        ``drain_max_s``                  600: longest drain of an orphaned stream
 ``SJF_OVERLOAD``           ``overload`` (also per backend)  overload control: JSON of
-                                                            :class:`sjf_core.admission._overload.OverloadConfig` fields, e.g.
+                                                            :class:`sjf_core.settings.OverloadConfig` fields, e.g.
                                                             ``{"max_queue_depth": 32}``; refusals become HTTP 429
                                                             with ``Retry-After`` (default: none)
 ``SJF_RATE_LIMIT``         ``rate_limit`` (also per         dispatch rate limit per backend, e.g. "60/min"
@@ -61,6 +61,17 @@ env var                    file key                         meaning (default)
                                                             several serial backends gets one queue, and each
                                                             request goes to whichever backend frees a slot
                                                             (docs/pool.md); "off": one queue per backend
+``SJF_BOXES``              ``boxes``                        "on" (default): on a box that runs several models
+                                                            side by side (Ollama, LM Studio, llama-swap, read
+                                                            from the box), a queue per model runner
+                                                            (docs/boxes.md); "off": one queue per URL
+``SJF_BOX_ORDER``          ``box_order``                    "seconds" (default): a box's models compete in
+                                                            expected seconds, loads grouped; "tokens": in
+                                                            expected tokens (speed- and load-blind)
+``SJF_BACKEND_BOX``        ``backends: {URL: {box: {...}}}``  a box's ``kind`` (ollama, lmstudio, llama-swap,
+                                                            llama.cpp-router, serial, plain), ``cap``,
+                                                            ``max_loaded``, ``keep_alive_s``, ``models:
+                                                            {NAME: {slots}}``; JSON ``{URL: {...}}`` in the env
 ``SJF_FAIRNESS``           ``fairness``                     fair shares across tenants: "key" (LiteLLM API key,
                                                             hashed; default), "team", "user" (the OpenAI
                                                             ``user`` field), "header:NAME", or "off"
@@ -178,18 +189,19 @@ class PluginSettings:
     scheduler_factory = property(lambda self: self.config.adapter.scheduler_factory)
     disabled = property(lambda self: self.config.adapter.disabled)
     pool = property(lambda self: self.config.adapter.pool)
+    boxes = property(lambda self: self.config.adapter.boxes)
     retired = property(lambda self: list(self.config.adapter.retired))
 
     def fairness_config(self):
-        """The :class:`sjf_core.policy._tenants.Fairness` of these settings."""
+        """The :class:`sjf_core.settings._tenants.Fairness` of these settings."""
         return self.config.fairness
 
     def intent_defaults(self):
-        """The :class:`sjf_core.policy._tenants.IntentDefaults` of these settings."""
+        """The :class:`sjf_core.settings._tenants.IntentDefaults` of these settings."""
         return self.config.defaults
 
     def promotion_settings(self):
-        """The :class:`sjf_core.config.PromotionSettings` of these settings."""
+        """The :class:`sjf_core.settings.PromotionSettings` of these settings."""
         return self.config.promotion
 
     def queue_key(self, url: Any) -> str:

@@ -64,7 +64,7 @@ def scheduler_for(
     promotion: Any = None,
 ) -> Scheduler:
     """The scheduler for a client of ``base_url`` (see the module rules; ``fairness``, the
-    defaults and ``promotion`` count as options like ``policy``: :mod:`sjf_core.policy._tenants`).
+    defaults and ``promotion`` count as options like ``policy``: :mod:`sjf_core.settings._tenants`).
     ``slots`` was checked by the caller (:class:`~openai_sjf._options.WrapOptions`).
 
     Raises:

@@ -46,17 +46,16 @@ from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueEvents, QueueStats
 from sjf_core.admission._local import LocalAdmissionQueue
 from sjf_core.admission._ticket import Ticket
-from sjf_core.admission._overload import OverloadConfig
 from sjf_core.admission._ticket import TicketState
 from sjf_core.config import BackendConfig, SchedulerConfig
 from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta, make_policy
 from sjf_core.policy._tau import TauConfig, TauEstimator
-from sjf_core.policy._tenants import Fairness
 from sjf_core.policy.promotion import PromotionStrategy, make_promotion
 from sjf_core.predict._meta import DEADLINE_HEADER, HEADER_PREFIX, PRIORITY_HEADER, SUPERSEDE_HEADER, request_meta
 from sjf_core.predict._prediction import Prediction
 from sjf_core.predict._text import scored_text
+from sjf_core.settings import Fairness, OverloadConfig
 
 __version__ = "0.1.0"
 
@@ -72,7 +71,7 @@ _LAZY = {
     "FEATURE_NAMES": "sjf_core.predict._features",
     "RedisAdmissionQueue": "sjf_core.admission._redis",  # redis-py only when a queue connects
     "hookimpl": "sjf_core.ext._hooks",  # pluggy
-    "backend_label": "sjf_core.ext._labels",
+    "backend_label": "sjf_core.settings",
     "ProbeGate": "sjf_core.admission._probe",
     "probe_gate": "sjf_core.admission._probe",
     "probe_request": "sjf_core.admission._probe",

@@ -1,6 +1,8 @@
-"""The :class:`~sjf_core._scheduler.Scheduler`'s many-model boxes (docs/boxes.md): which queue
-a request for a model takes, and reading what a box is. A mixin: the registry lives in
-:mod:`sjf_core.admission._box_registry`, the scheduler only exposes it to the adapters."""
+"""The :class:`~sjf_core._scheduler.Scheduler`'s registries of pools and many-model boxes
+(docs/pool.md, docs/boxes.md): made on first use with their Prometheus views; which queue a
+request for a model takes; reading what a box is. A mixin of the composition: the registries
+live in :mod:`sjf_core.admission` (``_pool_members``, ``_box_registry``), their metrics in
+:mod:`sjf_core.ext`; the scheduler only wires them and exposes them to the adapters."""
 
 from __future__ import annotations
 
@@ -13,7 +15,44 @@ def _log() -> logging.Logger:
 
 
 class BoxWiring:
-    """``Scheduler.queue_key``, ``read_box``, ``box_status``, and the runner queues' wiring."""
+    """``Scheduler.pool_registry``, ``box_registry``, ``queue_key``, ``read_box``,
+    ``box_status``, and the runner queues' wiring."""
+
+    def pool_registry(self):
+        """The :class:`~sjf_core.admission._pool_members.PoolRegistry` (made on first use)."""
+        from sjf_core.admission._pool_members import PoolRegistry
+
+        with self._lock:
+            if self.pools is None:
+                PoolRegistry.of(self)
+                if self.config.metrics:
+                    from sjf_core.ext._pool_metrics import watch_pools
+
+                    watch_pools(self.pools)  # the pools' Prometheus view (read at scrape time)
+            return self.pools
+
+    def box_registry(self):
+        """The :class:`~sjf_core.admission._box_registry.BoxRegistry` (made on first use; its
+        runners are the pool registry's members: one object per queue key)."""
+        from sjf_core.admission._box_registry import BoxRegistry
+
+        with self._lock:
+            if self.boxes is None:
+                shared = None
+                if self.config.redis_url:
+                    from sjf_core.admission._box_redis import SharedFit
+
+                    shared = SharedFit(self.config.redis_url, self.config.redis.prefix)
+                from sjf_core.policy._placement import Placement
+
+                aware = self.config.box_order != "tokens"
+                self.boxes = BoxRegistry(self.pool_registry().member, self.config.box_settings, self.slots_for,
+                                         self.set_slots, rule=lambda: Placement([], speed_aware=aware), shared=shared)
+                if self.config.metrics:
+                    from sjf_core.ext._box_metrics import watch_boxes
+
+                    watch_boxes(self.boxes)  # the boxes' Prometheus view (read at scrape time)
+            return self.boxes
 
     @staticmethod
     def base_key(key: str) -> str:
@@ -24,11 +63,10 @@ class BoxWiring:
 
     def attach_runner(self, key: str, queue: Any) -> None:
         """A new queue of a model runner's key joins its backend's box (others: nothing)."""
-        from sjf_core.admission._box_registry import BoxRegistry
         from sjf_core.admission._boxes import RUNNER_SEP
 
         if RUNNER_SEP in key:
-            BoxRegistry.of(self).attach(key, queue)
+            self.box_registry().attach(key, queue)
 
     def box_ticket(self, key: str, ticket: Any, prediction: Any, meta: Any, arrival: Any) -> Any:
         """In Redis mode, a runner ticket of a contended box behind the box's shared queue
@@ -63,18 +101,16 @@ class BoxWiring:
     def queue_key(self, backend: Any, model: Any = None) -> str:
         """The queue of a request for ``model`` on ``backend``: its runner on a box read by
         :meth:`read_box` that serves it side by side, else the backend's own."""
-        from sjf_core._scheduler import backend_key
-        from sjf_core.admission._box_registry import BoxRegistry
+        from sjf_core.settings import normalise as backend_key
 
-        return BoxRegistry.of(self).queue_key(backend_key(backend), model)
+        return self.box_registry().queue_key(backend_key(backend), model)
 
     async def read_box(self, backend: Any, api_base: str, headers: Any = None, hint: str | None = None) -> dict:
         """Ask the server at ``api_base`` once what it is (kind, models, the loaded ones;
         concurrent first callers share the answer); the box's status. Never raises."""
-        from sjf_core._scheduler import backend_key
-        from sjf_core.admission._box_registry import BoxRegistry
+        from sjf_core.settings import normalise as backend_key
 
-        reg, key = BoxRegistry.of(self), backend_key(backend)
+        reg, key = self.box_registry(), backend_key(backend)
         b = await reg.discover(key, api_base, headers, hint)
         if self.config.redis_url:  # the other workers' starts: what the box holds now
             from sjf_core.admission._box_redis import REREAD_S

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sjf_core.admission._events import QueueEvents
-from sjf_core.config import MEMORY_REDIS_OP_TIMEOUT_S, MEMORY_REDIS_RETRY_S
+from sjf_core.settings import MEMORY_REDIS_OP_TIMEOUT_S, MEMORY_REDIS_RETRY_S
 from sjf_core.memory._core import LengthMemory
 from sjf_core.memory._store import RedisStore
 

@@ -20,7 +20,6 @@ import time
 from typing import Any, Callable, Mapping
 
 from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
-from sjf_core.admission._backend_url import normalise
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core._box_wiring import BoxWiring
 from sjf_core.admission._events import QueueEvents
@@ -28,7 +27,7 @@ from sjf_core.admission._last_resort import LastResort
 from sjf_core.admission._ledger import attach_ledger
 from sjf_core.admission._stores import make_queue
 from sjf_core.admission._ticket import Ticket
-from sjf_core.config import AUTO, SchedulerConfig, check_slots
+from sjf_core.config import SchedulerConfig
 from sjf_core.ext._hooks import install_plugins
 from sjf_core.ext._metrics import install_default_metrics
 from sjf_core.memory._core import handle_of
@@ -37,6 +36,7 @@ from sjf_core.policy._policies import Policy
 from sjf_core.predict._meta import request_meta
 from sjf_core.predict._prediction import Prediction
 from sjf_core._scoring import Scoring
+from sjf_core.settings import AUTO, check_slots, normalise
 
 log = logging.getLogger("sjf_core._scheduler")
 
@@ -47,7 +47,7 @@ FROM_CONFIG: Any = type("FromConfig", (), {"__repr__": lambda self: "FROM_CONFIG
 def backend_key(url: Any) -> str:
     """The queue key of a backend base URL: one key per real backend (host aliases,
     default ports, the API root vs ``/v1`` and trailing slashes folded together; see
-    :func:`sjf_core.admission._backend_url.normalise`). Never raises."""
+    :func:`sjf_core.settings._backend_url.normalise`). Never raises."""
     return normalise(url or "default")
 
 
@@ -235,10 +235,7 @@ class Scheduler(BoxWiring):
 
     def pool(self, backends: Any):
         """The pool of these backends (URLs or keys): :mod:`sjf_core.admission._pool` (Redis: ``_pool_redis``)."""
-        from sjf_core.admission._pool_members import PoolRegistry
-
-        with self._lock:
-            return (self.pools or PoolRegistry.of(self)).pool(backend_key(b) for b in backends)
+        return self.pool_registry().pool(backend_key(b) for b in backends)
 
     def ticket(
         self,
@@ -274,7 +271,7 @@ class Scheduler(BoxWiring):
 
     def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
              team: Any = None):
-        """The request's :class:`~sjf_core.policy._policies.RequestMeta`: what it sent
+        """The request's :class:`~sjf_core.predict._meta.RequestMeta`: what it sent
         (:func:`~sjf_core.predict._meta.request_meta`), its tenant (``fairness``) and the
         configured defaults for what it did not send. Never raises."""
         m = request_meta(body, headers)

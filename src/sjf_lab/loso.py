@@ -3,7 +3,7 @@ family it never trained on (issue 13). Model selection uses this protocol only.
 
 Contract:
 
-* **Families** (:data:`FAMILIES`): every file stem of ``../shared/data/conversations`` maps to a
+* **Families** (:data:`FAMILIES`): every file stem of the conversation data (docs/data.md) maps to a
   family; a held-out family's prompts are removed from training **wherever they occur**
   (prompts recur across files: the split unit is the whitespace-normalised prompt of
   :func:`sjf_lab.train_data.prompt_key`, so a held-out prompt cannot leak through a duplicate

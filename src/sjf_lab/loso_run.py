@@ -10,7 +10,7 @@ Contract:
   the same rows; a shipped model trained on the fixed split **has seen** 70 % of every
   family's prompts, which the report says next to its numbers.
 * Features of every distinct prompt are computed once per layout and cached under
-  ``cache_dir`` (default ``$SJF_CACHE_DIR`` or ``/work/cache/sjf``; never inside the repository).
+  ``cache_dir`` (default :func:`default_cache_dir`; never inside the repository).
 * Needs the ``train`` extra (xgboost). Returns plain dicts (JSON-serialisable after NaN cleaning).
 """
 
@@ -21,7 +21,6 @@ import math
 import os
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,19 +29,21 @@ import numpy as np
 
 from sjf_core.predict._layouts import get_layout
 from sjf_lab.loso import FamilyData, bootstrap_macro, family_data, family_of, loso_folds
-from sjf_lab.train_data import Dataset, split_of
+from sjf_lab.train_data import Dataset, model_key, model_offsets, split_of, target_of
 
 __all__ = ["Recipe", "RECIPES", "FeatureStore", "target_of", "fit_recipe", "run_loso", "default_cache_dir"]
 
 
 def default_cache_dir() -> Path:
-    """``$SJF_CACHE_DIR``, else ``/work/cache/sjf`` when ``/work/cache`` exists, else ``~/.cache/sjf``."""
+    """``$SJF_CACHE_DIR``, else the user's cache directory for clairvoyant-sjf
+    (``platformdirs.user_cache_dir``: ``$XDG_CACHE_HOME/clairvoyant-sjf`` or
+    ``~/.cache/clairvoyant-sjf`` on Linux, ``~/Library/Caches/clairvoyant-sjf`` on macOS)."""
     env = os.environ.get("SJF_CACHE_DIR")
     if env:
         return Path(env)
-    if Path("/work/cache").is_dir():
-        return Path("/work/cache/sjf")
-    return Path.home() / ".cache" / "sjf"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("clairvoyant-sjf", appauthor=False))
 
 
 @dataclass
@@ -150,45 +151,6 @@ class FeatureStore:
         return [self._buckets[self.index[k]] for k in keys]
 
 
-def _model_key(source: str, model) -> str:
-    return str(model) if model else f"source:{source}"
-
-
-def model_offsets(ds: Dataset, keys: Sequence[str]) -> dict[str, float]:
-    """Answering model -> its verbosity: the mean over its rows (of ``keys``' prompts) of
-    ln(1 + tokens) minus the median of that prompt's answers. A model measured only on
-    prompts nobody else answered gets 0 (its length is the prompt's), so single-model
-    sources keep their level; in multi-model files the offset is a model's typical excess
-    over the other models on the same prompts. Used by the ``demean`` target."""
-    sums: dict[str, list] = defaultdict(lambda: [0.0, 0])
-    for k in keys:
-        idx = ds.groups[k]
-        if len(idx) < 2:
-            continue
-        vals = [math.log1p(ds.rows[i].tokens) for i in idx]
-        med = float(np.median(vals))
-        for i, v in zip(idx, vals):
-            s = sums[_model_key(ds.rows[i].source, ds.rows[i].model)]
-            s[0] += v - med
-            s[1] += 1
-    return {m: s[0] / s[1] for m, s in sums.items() if s[1] >= 5}
-
-
-def target_of(ds: Dataset, keys: Sequence[str], mode: str, offsets: dict | None = None) -> np.ndarray:
-    """Per-prompt training target float64 [len(keys)] (see :attr:`Recipe.target`)."""
-    if mode == "median":
-        return np.array([ds.group_target(k) for k in keys])
-    if mode != "demean":
-        raise ValueError(f"unknown target {mode!r}")
-    off = offsets if offsets is not None else model_offsets(ds, keys)
-    out = np.empty(len(keys))
-    for j, k in enumerate(keys):
-        vals = [math.log1p(ds.rows[i].tokens) - off.get(_model_key(ds.rows[i].source, ds.rows[i].model), 0.0)
-                for i in ds.groups[k]]
-        out[j] = float(np.median(vals))
-    return out
-
-
 def _drop_mask(layout_name: str, groups: Sequence[str], n: int) -> np.ndarray | None:
     if not groups:
         return None
@@ -276,12 +238,12 @@ def fit_recipe(recipe: Recipe, ds: Dataset, train_keys: Sequence[str], store: Fe
 
         def grouped(keys):
             rows = cap_rows_per_prompt([ds.rows[i] for k in keys for i in ds.groups[k]], 40)
-            rows.sort(key=lambda r: _model_key(r.source, r.model))
+            rows.sort(key=lambda r: model_key(r.source, r.model))
             kidx = {k: i for i, k in enumerate(keys)}
             Xk = feats(keys)
             X = Xk[[kidx[r.key] for r in rows]]
             y = np.array([math.log1p(r.tokens) for r in rows], dtype=np.float32)
-            qn = [_model_key(r.source, r.model) for r in rows]
+            qn = [model_key(r.source, r.model) for r in rows]
             qid = np.unique(qn, return_inverse=True)[1]
             order = np.argsort(qid, kind="stable")
             return X[order], y[order], qid[order]

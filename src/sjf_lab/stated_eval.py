@@ -9,11 +9,11 @@ Contract:
 * :func:`evaluate_labelled` (predictor, rows) -> per language and overall: rows, share of rows
   whose expected tokens lie within a factor of 2 of the stated tokens, Kendall τ-b between
   expected and stated tokens, and how many rows the reader read at all (no text in the result).
-* :func:`found_in_data` (rows of ``../shared/data``) -> the prompts that state a size: prompt key
+* :func:`found_in_data` (rows of the conversation data, docs/data.md) -> the prompts that state a size: prompt key
   hash (SHA-256 prefix of :func:`sjf_lab.train_data.prompt_key`), family, what the reader read,
   answer tokens. Never the text: the data may not be committed, only this finder.
 
-``python -m sjf_lab.stated_eval [--split test] [--found ../shared/data/conversations]`` prints both.
+``python -m sjf_lab.stated_eval [--split test] [--found conversations/]`` prints both.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import numpy as np
 from sjf_core.policy._entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS, class_of_tokens
 from sjf_core.predict._layouts import get_layout
 from sjf_core.predict._predictor import META_BOUNDS, META_KIND, META_LAYOUT, META_SIGMA
-from sjf_lab.train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset
+from sjf_lab.train_data import SPLIT_SEED, TEST_FRACTION, VAL_FRACTION, Dataset, model_offsets, target_of
 
 __all__ = ["PRESETS", "GENERAL_RECIPE", "DOMAIN_PARAMS", "fit_domain", "TrainConfig", "featurize_groups", "group_weights", "fit", "export_onnx", "train_model"]
 
@@ -74,7 +74,7 @@ class TrainConfig:
             training prompts, cross-fitted (3 folds by prompt hash) for the trees' training
             column, and store it in the model file.
         lexicon_alpha: the lexicon's ridge penalty.
-        target: "median" or "demean" (:func:`sjf_lab.loso_run.target_of`).
+        target: "median" or "demean" (:func:`sjf_lab.train_data.target_of`).
         calibration: knots [[μ, ln(1 + E[tokens])], ...] stored as ``sjf.calibration``
             (:func:`sjf_core.predict._calibration.fit_calibration` on out-of-family predictions), or None.
         spread: knots [[μ, median ln(1 + tokens), σ], ...] stored as ``sjf.calibration_spread``
@@ -335,8 +335,6 @@ def train_model(cfg: TrainConfig, ds: Dataset, out_dir: str | Path, progress: bo
         y = np.array([ds.group_target(k) for k in tr_keys])
         yv = np.array([ds.group_target(k) for k in va_keys])
     else:
-        from sjf_lab.loso_run import model_offsets, target_of
-
         off = model_offsets(ds, tr_keys)
         y, yv = target_of(ds, tr_keys, cfg.target, off), target_of(ds, va_keys, cfg.target, off)
     extra_meta = {}

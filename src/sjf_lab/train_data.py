@@ -3,7 +3,7 @@
 Accepted rows (one JSON object per line; other fields are ignored):
 
 * conversation logs: ``{"prompt": str, "response_tokens": int, "source"?: str, "model"?: str}``
-  (``../shared/data/conversations/*.jsonl``). ``source`` defaults to the file name stem.
+  (docs/data.md: the format and its public sources). ``source`` defaults to the file name stem.
 * production logs written by :class:`sjf_lab.training_log.TrainingLogWriter`:
   ``{"features": [float, ...] | "features_sparse": {...}, "layout": "v1"|"v2", "completion_tokens": int}``.
   They carry no prompt text; their group key is a hash of the feature vector.
@@ -41,7 +41,7 @@ from sjf_lab.training_log import decode_features
 
 __all__ = [
     "SPLIT_SEED", "TEST_FRACTION", "VAL_FRACTION", "Row", "Dataset", "load_rows", "split_of", "prompt_key",
-    "build_dataset", "expand_paths",
+    "build_dataset", "expand_paths", "model_key", "model_offsets", "target_of",
 ]
 
 SPLIT_SEED = "clairvoyant-sjf/split/v1"
@@ -243,3 +243,44 @@ def build_dataset(rows: list[Row], test_fraction: float = TEST_FRACTION, val_fra
     for k in ds.groups:
         ds.split[k] = split_of(k, test_fraction, val_fraction)
     return ds
+
+
+# ---- training targets (shared by sjf_lab.train and the LOSO runner sjf_lab.loso_run) ------
+def model_key(source: str, model) -> str:
+    """The answering model of a row (its source's name when the row names none)."""
+    return str(model) if model else f"source:{source}"
+
+
+def model_offsets(ds: Dataset, keys: Sequence[str]) -> dict[str, float]:
+    """Answering model -> its verbosity: the mean over its rows (of ``keys``' prompts) of
+    ln(1 + tokens) minus the median of that prompt's answers. A model measured only on
+    prompts nobody else answered gets 0 (its length is the prompt's), so single-model
+    sources keep their level; in multi-model files the offset is a model's typical excess
+    over the other models on the same prompts. Used by the ``demean`` target."""
+    sums: dict[str, list] = defaultdict(lambda: [0.0, 0])
+    for k in keys:
+        idx = ds.groups[k]
+        if len(idx) < 2:
+            continue
+        vals = [math.log1p(ds.rows[i].tokens) for i in idx]
+        med = float(np.median(vals))
+        for i, v in zip(idx, vals):
+            s = sums[model_key(ds.rows[i].source, ds.rows[i].model)]
+            s[0] += v - med
+            s[1] += 1
+    return {m: s[0] / s[1] for m, s in sums.items() if s[1] >= 5}
+
+
+def target_of(ds: Dataset, keys: Sequence[str], mode: str, offsets: dict | None = None) -> np.ndarray:
+    """Per-prompt training target float64 [len(keys)] (see :attr:`sjf_lab.loso_run.Recipe.target`)."""
+    if mode == "median":
+        return np.array([ds.group_target(k) for k in keys])
+    if mode != "demean":
+        raise ValueError(f"unknown target {mode!r}")
+    off = offsets if offsets is not None else model_offsets(ds, keys)
+    out = np.empty(len(keys))
+    for j, k in enumerate(keys):
+        vals = [math.log1p(ds.rows[i].tokens) - off.get(model_key(ds.rows[i].source, ds.rows[i].model), 0.0)
+                for i in ds.groups[k]]
+        out[j] = float(np.median(vals))
+    return out

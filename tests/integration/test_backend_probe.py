@@ -1,4 +1,4 @@
-"""sjf_core.admission._probe and sjf_core.admission._backend_url: the idle probe and one key per backend.
+"""sjf_core.admission._probe and sjf_core.settings._backend_url: the idle probe and one key per backend.
 
 The probe is sent over real sockets to the emulator (a real HTTP server); a request
 held by the emulator's "hold" fault keeps the backend busy, so the probe can only return
@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from sjf_core.admission._probe import PROBE_HEADER, http_probe, probe_gate, probe_request, probe_stats
-from sjf_core.admission._backend_url import normalise
+from sjf_core.settings import normalise
 from sjf_core._scheduler import Scheduler, backend_key
 
 

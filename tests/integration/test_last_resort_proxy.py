@@ -70,7 +70,8 @@ class H:
 def gp():
     hold = [{"prompt": HOLD, "answer_tokens": 20, "fault": "hold"}]
     paths = [{"prompt": "BOOM fails", "answer_tokens": 20, "fault": "500"}, {"prompt": "BOOM long", "answer_tokens": 400},
-             {"prompt": "BOOM stream", "answer_tokens": 60}]
+             {"prompt": "BOOM stream", "answer_tokens": 60}, {"prompt": "BOOM hold", "answer_tokens": 20, "fault": "hold"},
+             {"prompt": HOLD, "answer_tokens": 20, "fault": "hold"}]
     emus = {"boom": EmulatorThread(tokens_per_s=400, on_disconnect="continue", trace_records=paths),
             "kill": EmulatorThread(tokens_per_s=400, trace_records=hold)}
     srv = RedisServer().start()
@@ -144,3 +145,36 @@ async def test_a_gated_request_releases_exactly_once_on_every_path(gp):
     assert g["gate_granted"] - before == 6 and g["gate_released"] == g["gate_granted"], g
     assert g["held"] == 0 and g["gate_expired"] == 0, g  # released by the paths, never by the lease
     assert emu.stats()["max_in_flight"] == 1  # the orphan and the next one never at once
+
+
+async def test_gated_and_queued_requests_share_the_backends_one_slot(gp):
+    """Requests at the last-resort gate and requests of the normal queue on one backend: the gate
+    counts the backend's slots (its ledger), not slots of its own. A normal request holds the slot
+    while gated and queued ones arrive; then a gated one holds it while a normal one arrives.
+    Neither ever runs beside the other (fails when the gate keeps its own slot count: 2 in flight)."""
+    emu = gp.emus["boom"]
+
+    def shared(n: int) -> bool:
+        """``n`` wait: at the backend's ledger (the gate's, or a Redis grant's) or in its queue."""
+        if emu.stats()["max_in_flight"] > 1:
+            return True  # the bound broke: the assertion below says so
+        st = gp.status()
+        key = next(k for k in st["backends"] if str(emu.port) in k)
+        return gp.gate(emu)["waiting"] + st["backends"][key]["waiting"] == n
+
+    holder = asyncio.ensure_future(gp.chat("boom", HOLD))  # normal queue: holds the slot
+    await until(lambda: emu.stats()["held"] == 1, timeout=60)
+    gated = [asyncio.ensure_future(gp.chat("boom", f"BOOM shared {i}")) for i in range(3)]
+    queued = [asyncio.ensure_future(gp.chat("boom", f"shared question {i}")) for i in range(2)]
+    await until(lambda: shared(5), timeout=60)
+    assert emu.stats()["max_in_flight"] == 1 and emu.stats()["in_flight"] == 1
+    emu.release_holds()
+    assert await asyncio.wait_for(asyncio.gather(holder, *gated, *queued), 120) == [20] * 6
+    gate_holder = asyncio.ensure_future(gp.chat("boom", "BOOM hold"))  # the gate holds the slot
+    await until(lambda: emu.stats()["held"] == 1, timeout=60)
+    queued = [asyncio.ensure_future(gp.chat("boom", f"shared question {i}")) for i in range(2, 4)]
+    await until(lambda: shared(2), timeout=60)
+    assert emu.stats()["max_in_flight"] == 1 and emu.stats()["in_flight"] == 1
+    emu.release_holds()
+    assert await asyncio.wait_for(asyncio.gather(gate_holder, *queued), 120) == [20] * 3
+    assert emu.stats()["max_in_flight"] == 1

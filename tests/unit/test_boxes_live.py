@@ -25,7 +25,7 @@ def pred(tokens: float) -> Prediction:
 
 def scheduler_with_box(kind: str = "ollama", models=("a", "b"), **box) -> tuple[Scheduler, object]:
     s = Scheduler(predictor=None, tau="off")
-    reg = BoxRegistry.of(s)
+    reg = s.box_registry()
     b = reg.box(URL)
     b.catalogue = set(models)
     reg.configure(b, kind)

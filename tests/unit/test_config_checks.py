@@ -137,3 +137,50 @@ def test_the_wrapper_refuses_the_oracle_and_the_simulator_and_python_objects_kee
         openai_sjf.wrap(client, policy="oracle")
     assert make_policy("oracle").name == "oracle"  # the simulator's yardstick (sjf_lab.sim)
     assert SchedulerConfig.create(policy=OraclePolicy()).policy.name == "oracle"  # a deliberate object
+
+
+# ---- every problem in one go (issue 29, item 6) ----------------------------------------------
+def test_every_problem_is_reported_at_once_each_in_its_own_words_with_the_warnings():
+    from sjf_core.config import SettingsError
+
+    alone = {}
+    for name, value in (("SJF_REDIS_URL", "localhost:6379"), ("SJF_K", "zero"), ("SJF_POLICY", "nope"),
+                        ("SJF_STATUS_PORT", "70000")):
+        with pytest.raises(ValueError) as info:
+            SchedulerConfig.from_env({name: value})
+        alone[name] = str(info.value)
+    with pytest.raises(SettingsError) as info:
+        SchedulerConfig.from_env({"SJF_REDIS_URL": "localhost:6379", "SJF_K": "zero", "SJF_POLICY": "nope",
+                                  "SJF_STATUS_PORT": "70000", "SJF_SLOT": "2", "SJF_ORPHAN_GRACE_S": "3"})
+    err = info.value
+    assert sorted(err.problems) == sorted(alone.values())  # each as it is alone, none twice
+    assert str(err).startswith("4 problems: (1) ") and all(p in str(err) for p in err.problems)
+    assert err.warnings == ("unknown setting SJF_SLOT is ignored; did you mean SJF_SLOTS?",)
+    assert err.retired == ("SJF_ORPHAN_GRACE_S",)
+
+
+def test_a_file_that_cannot_be_read_and_a_bad_variable_are_both_reported(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_CONFIG": str(missing), "SJF_SLOTS": "0"})
+    assert [p.split(":")[0] for p in info.value.problems] == [f"SJF_CONFIG file {missing} cannot be read",
+                                                              "bad SJF setting SJF_SLOTS"]
+
+
+def test_a_policy_that_cannot_run_live_is_reported_once():
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_POLICY": "oracle", "SJF_REDIS_URL": "redis://localhost:6379/0"})
+    assert len(info.value.problems) == 1 and "oracle" in str(info.value)
+
+
+def test_the_fatal_line_names_every_problem_and_the_warnings_follow(capsys, caplog):
+    from litellm_sjf._startup import fatal
+
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_REDIS_URL": "localhost:6379", "SJF_SLOTS": "0", "SJF_SLOT": "2"})
+    line = fatal(info.value)
+    assert capsys.readouterr().err.splitlines() == [line]
+    assert "SJF_REDIS_URL" in line and "SJF_SLOTS" in line and line.count("FATAL") == 1
+    warned = [r for r in caplog.records if r.name == "litellm_sjf" and r.levelname == "WARNING"]
+    assert [r.getMessage() for r in warned] == ["litellm_sjf: unknown setting SJF_SLOT is ignored; "
+                                                "did you mean SJF_SLOTS?"]

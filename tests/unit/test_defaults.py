@@ -1,4 +1,4 @@
-"""One default for each setting, defined in :mod:`sjf_core.config`: every layer that has a
+"""One default for each setting, defined in the settings ground (:mod:`sjf_core.settings`): every layer that has a
 default derives it from there (the promotion rule today: it was "work-bound" in Policy but
 "strict" in make_promotion, the pending structures, the Redis wire defaults and PluginPolicy)."""
 
@@ -65,4 +65,4 @@ def test_the_promotion_default_is_written_once():
     defined = [str(p.relative_to(SRC)) for p in runtime
                if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "DEFAULT_PROMOTION" for t in n.targets)
                       for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))]
-    assert defined == ["sjf_core/config.py"]
+    assert defined == ["sjf_core/settings/_policy.py"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sjf_core._faults import fault_counts, note_fault
 from sjf_core.policy._policies import SJFTokensPolicy, make_policy
-from sjf_core.policy._tenants import Fairness
+from sjf_core.settings import Fairness
 from sjf_core.predict._prediction import Prediction
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,6 +33,7 @@ def chat(user: str, system: str | None = None) -> str:
     ("Write twenty-five words about snow.", "25 words"),
     ("Write between 200 and 250 words on sleep.", "200–250 words"),
     ("Write a five-page report on bees.", "5 pages"),
+    ("Write a 200-page novel about a detective.", "200 pages"),  # pages up to 100,000 words (issue 29)
     ("List 50 names for a bakery.", "50 items"),
     ("Write a tweet (max 280 characters) about our opening hours.", "≤ 280 characters"),
     ("Schreibe eine Geschichte mit höchstens 200 Wörtern über einen Hund.", "≤ 200 words"),
@@ -83,6 +84,8 @@ def test_vague_cues_only_shift(text, direction):
     "Why did you stop in the middle of a sentence?",               # "a sentence" without a request
     "Write a Python program that returns the top-5 words of a file.",
     "Every sentence has to end with punctuation, and I want to know how to check it in a regex engine.",
+    "Write a 700 page blog entry and comment on the dynamics of it.",  # over 100,000 words: no answer size
+    "Sarah reads a 120-page book, and each week she reads half of the rest. How many weeks?",  # material
 ])
 def test_no_size_where_none_is_asked(text):
     s = read_size(text)
@@ -234,6 +237,7 @@ def test_work_bound_guard_counts_stated_sizes_in_true_tokens():
     shorts = [chat(f"Give this text a title of at most 5 words: {PASTE} ({i})") for i in range(5)]
     longs = [chat(f"Write a 2000-word essay about topic {i}.") for i in range(5)]
     preds = [p.predict(t) for t in longs + shorts]  # Longs arrive first
+    in_true_tokens(preds, longs + shorts)  # the sizes the guard counts are the stated ones
     policy = make_policy("sjf-tokens")
     pending = policy.new_pending()
     for i, pr in enumerate(preds):
@@ -244,8 +248,10 @@ def test_work_bound_guard_counts_stated_sizes_in_true_tokens():
     while len(pending):
         order.append(pending.pop(1.0).payload)
     assert set(order[:5]) == set(range(5, 10))  # the stated short tasks first
-    story = p.predict(chat("Write a 3000-word short story about a lighthouse keeper."))
-    word = p.predict(chat("What is the sentiment of this review, in one word: 'It broke.'"))
+    texts = [chat("Write a 3000-word short story about a lighthouse keeper."),
+             chat("What is the sentiment of this review, in one word: 'It broke.'")]
+    story, word = [p.predict(t) for t in texts]
+    stated_story = in_true_tokens([story, word], texts)[0]
     pending = policy.new_pending()
     long_e = policy.make_entry(0, 0.0, story)
     start = pending.served_work
@@ -257,6 +263,19 @@ def test_work_bound_guard_counts_stated_sizes_in_true_tokens():
         if pending.pop(0.0) is long_e:
             break
     assert bound - 1e-6 <= served <= bound + word.expected_tokens + REQUEST_OVERHEAD_TOKENS
+    assert served >= 8.0 * stated_story / 2  # the Long waited for 8 x its stated size (within 2x), in tokens
+
+
+def in_true_tokens(preds, texts) -> list[float]:
+    """Each prediction's expected tokens are within 2x of the size its prompt states, in tokens
+    (an explicit size dominates the model: issue 23); returns the stated sizes."""
+    stated = []
+    for pr, t in zip(preds, texts):
+        size = read_size(t)
+        assert size is not None and size.kind != "vague", t
+        assert size.tokens / 2 <= pr.expected_tokens <= 2 * size.tokens, (size.label, pr.expected_tokens, size.tokens)
+        stated.append(size.tokens)
+    return stated
 
 
 def test_cli_predict_shows_the_stated_size_and_scores_a_system_prompt(capsys):

@@ -17,7 +17,7 @@ from sjf_core.policy._fair_share import TenantPending
 from sjf_core.predict._meta import request_meta
 from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_core.predict._prediction import Prediction
-from sjf_core.policy._tenants import Fairness, IntentDefaults, hash_id
+from sjf_core.settings import Fairness, IntentDefaults, hash_id
 
 
 def pred(p_long: float) -> Prediction:

@@ -37,35 +37,14 @@ This module imports no store: :func:`sjf_core.admission._stores.make_queue` choo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from sjf_core.admission._events import Emitter, QueueEvents, QueueStats, emit_failed
+from sjf_core.admission._ticket import GrantPath, Ticket  # noqa: F401  (GrantPath: re-exported)
 
 if TYPE_CHECKING:
-    from sjf_core.admission._ticket import Ticket
     from sjf_core.policy._policies import Policy, RequestMeta
     from sjf_core.predict._prediction import Prediction
-
-
-class GrantPath(Protocol):
-    """How a store's waiters wait for a slot: a future per waiter locally
-    (:class:`~sjf_core.admission._future_grant.FutureGrants`), a ``BLPOP`` in Redis
-    (:class:`~sjf_core.admission._redis_grant.RedisGrants`). The ticket calls it."""
-
-    async def wait(self, t: "Ticket", timeout: float | None) -> None:
-        """Set ``t.loop``, take ``t`` through the door (:meth:`Ticket.enqueue
-        <sjf_core.admission._ticket.Ticket.enqueue>`, or defer / reject), then wait until it
-        holds a slot (:meth:`~sjf_core.admission._ticket.Ticket.grant`); on any raise, leave
-        it owning nothing. A ticket already used raises ``RuntimeError``."""
-
-    def withdraw(self, t: "Ticket") -> None:
-        """``t`` is waiting and its owner released it: make its ``acquire`` leave."""
-
-    def renew(self, t: "Ticket") -> None:
-        """Restart ``t``'s hold limit."""
-
-    async def settled(self, t: "Ticket") -> None:
-        """Wait until the store has processed ``t``'s release."""
 
 
 class AdmissionQueue:

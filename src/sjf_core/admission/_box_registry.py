@@ -38,10 +38,11 @@ log = logging.getLogger("sjf_core.admission.boxes")
 #: "ollama": OLLAMA_NUM_PARALLEL per runner (the runner queue's slots), OLLAMA_MAX_LOADED_MODELS 3,
 #: keep_alive 5 min; "lmstudio": JIT loading with auto-evict (one JIT model at a time), idle
 #: TTL 60 min; "llama-swap": one model at a time unless its groups say otherwise, no TTL;
-#: "llama.cpp-router": --models-max 4 (LRU); "unknown" / "plain": one queue per URL as before
-#: (a box-wide cap of the URL's slots).
+#: "llama.cpp-router": --models-max 4 (LRU); "serial" (settings only: llama-cpp-python's
+#: --config_file server): one model at a time, one answer at a time; "unknown" / "plain": one
+#: queue per URL as before (a box-wide cap of the URL's slots).
 KIND_DEFAULTS = {"ollama": (None, 3, 300.0), "lmstudio": (None, 1, 3600.0), "llama-swap": (None, 1, math.inf),
-                 "llama.cpp-router": (None, 4, math.inf)}
+                 "llama.cpp-router": (None, 4, math.inf), "serial": (1, 1, math.inf)}
 #: kinds whose runners run side by side (a runner queue per model)
 MANY_MODEL_KINDS = tuple(KIND_DEFAULTS)
 #: a box's loaded set is read again this long after a request that loads a model was sent,
@@ -77,28 +78,6 @@ class BoxRegistry:
         self.boxes: dict[str, LiveBox] = {}
         self._reads: dict[str, asyncio.Future] = {}
 
-    @classmethod
-    def of(cls, scheduler: Any) -> "BoxRegistry":
-        """The registry of a :class:`~sjf_core._scheduler.Scheduler` (its ``boxes``, made on
-        first use; runners are the members of its pool registry)."""
-        with scheduler._lock:
-            if scheduler.boxes is None:
-                from sjf_core.admission._pool_members import PoolRegistry
-
-                pools = scheduler.pools or PoolRegistry.of(scheduler)
-                settings = getattr(scheduler.config, "box_settings", None)
-                shared = None
-                if scheduler.config.redis_url:
-                    from sjf_core.admission._box_redis import SharedFit
-
-                    shared = SharedFit(scheduler.config.redis_url, scheduler.config.redis.prefix)
-                scheduler.boxes = cls(pools.member, settings, scheduler.slots_for, scheduler.set_slots, shared=shared)
-                if scheduler.config.metrics:
-                    from sjf_core.ext._box_metrics import watch_boxes
-
-                    watch_boxes(scheduler.boxes)
-            return scheduler.boxes
-
     # ---- boxes ------------------------------------------------------------------------------
     def box(self, backend: str) -> LiveBox:
         """The box of ``backend`` (made on first use, configured by settings and kind)."""
@@ -116,6 +95,8 @@ class BoxRegistry:
         b.kind = cfg.get("kind") or kind or b.kind
         cap, max_loaded, keep = KIND_DEFAULTS.get(b.kind, (self._url_slots(b.key), None, math.inf))
         b.box.keep_alive_s = cfg.get("keep_alive_s", keep)
+        for model, n in (cfg.get("models") or {}).items():  # the operator's slots of a model's runner
+            self._set_slots(runner_key(b.key, model), n)
         b.set_max_loaded(cfg.get("max_loaded", max_loaded), known="max_loaded" in cfg)
         b.set_cap(cfg.get("cap", cap))
 
@@ -128,7 +109,7 @@ class BoxRegistry:
             b.source = (api_base, dict(headers or {}))
             forced = (self._settings(backend) or {}).get("kind")
             rep = None
-            if forced != "plain":
+            if forced not in ("plain", "serial"):  # those list nothing: what the operator said is all
                 try:
                     rep = await read_box(api_base, headers, hint=forced or hint)
                 except Exception:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from sjf_core.admission._base import AdmissionQueue
     from sjf_core.policy._entry import Entry
 
 log = logging.getLogger("sjf_core.admission")
@@ -40,18 +39,38 @@ class QueueStats:
     superseded: int = 0
 
 
+class EventSource(Protocol):
+    """What a listener may read of the queue that emits an event: every
+    :class:`~sjf_core.admission._base.AdmissionQueue` has it (this module names the queue by
+    this, so that the contract module may import the events and not the reverse)."""
+
+    name: str
+    store: str
+    slots: int
+    stats: QueueStats
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def tau_s(self) -> float: ...
+
+
 class QueueEvents:
     """Listener interface for queue events; override what you need (metrics, plugins)."""
 
-    def on_enqueue(self, queue: "AdmissionQueue", entry: "Entry") -> None: ...
+    def on_enqueue(self, queue: EventSource, entry: "Entry") -> None: ...
 
-    def on_dispatch(self, queue: "AdmissionQueue", entry: "Entry", wait_s: float) -> None: ...
+    def on_dispatch(self, queue: EventSource, entry: "Entry", wait_s: float) -> None: ...
 
-    def on_complete(self, queue: "AdmissionQueue", entry: "Entry", service_s: float, answer_tokens: int | None) -> None: ...
+    def on_complete(self, queue: EventSource, entry: "Entry", service_s: float, answer_tokens: int | None) -> None: ...
 
-    def on_cancel(self, queue: "AdmissionQueue", entry: "Entry") -> None: ...
+    def on_cancel(self, queue: EventSource, entry: "Entry") -> None: ...
 
-    def on_reject(self, queue: "AdmissionQueue", entry: "Entry", reason: str) -> None:
+    def on_reject(self, queue: EventSource, entry: "Entry", reason: str) -> None:
         """Overload control refused ``entry`` (it never entered the queue)."""
 
 

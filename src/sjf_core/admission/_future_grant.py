@@ -1,6 +1,6 @@
 """The local store's grant path: one asyncio future per waiter, the rate limit, the hold limit.
 
-:class:`FutureGrants` implements :class:`~sjf_core.admission._base.GrantPath` for
+:class:`FutureGrants` implements :class:`~sjf_core.admission._ticket.GrantPath` for
 :class:`~sjf_core.admission._local.LocalAdmissionQueue`, given its host (:class:`FutureHost`).
 A waiter gets a future, passes the door (``host.submit``) and awaits the future, which the
 queue's dispatch resolves (:meth:`FutureGrants.wake`) or the door fails

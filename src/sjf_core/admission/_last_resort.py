@@ -36,12 +36,12 @@ import traceback
 from typing import Any, Callable
 
 from sjf_core._faults import describe, note_fault
-from sjf_core.admission._backend_url import normalise
+from sjf_core.settings import normalise
 from sjf_core.admission._base import AdmissionQueue
 from sjf_core.admission._events import QueueStats
 from sjf_core.admission._ledger import SlotLedger
 from sjf_core.admission._ticket import NEW, QUEUED, Ticket
-from sjf_core.ext._labels import backend_label
+from sjf_core.settings import backend_label
 from sjf_core.policy._entry import Entry
 
 log = logging.getLogger("sjf_core.admission._last_resort")
@@ -80,7 +80,7 @@ def fault_kind(exc: BaseException | None) -> str:
 
 
 class LedgerGrants:
-    """The gate's grant path (:class:`~sjf_core.admission._base.GrantPath`): FIFO on the
+    """The gate's grant path (:class:`~sjf_core.admission._ticket.GrantPath`): FIFO on the
     backend's ledger, the wait in a task of its own (so that ``release`` while waiting can
     end it), and the gate's lease."""
 

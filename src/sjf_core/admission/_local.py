@@ -9,7 +9,7 @@ no polling; 4. τ promotion (:mod:`sjf_core.policy._pending`); 7. a waiter cance
 out while queued leaves the queue at once. Its collaborators: the door
 (:class:`~sjf_core.admission._door.Door`: supersede, overload control) and the grant path
 (:class:`~sjf_core.admission._future_grant.FutureGrants`: a future per waiter, the dispatch
-rate limit of :mod:`sjf_core.admission._ratelimit`, applied after the slot is granted in
+rate limit of :mod:`sjf_core.settings._rate_limit`, applied after the slot is granted in
 policy order, and the hold limit).
 """
 
@@ -26,10 +26,10 @@ from sjf_core.admission._door import Door
 from sjf_core.admission._events import QueueEvents, QueueStats
 from sjf_core.admission._future_grant import FutureGrants
 from sjf_core.admission._overload import OverloadConfig, OverloadControl
-from sjf_core.admission._ratelimit import RateLimit
+from sjf_core.settings import RateLimit
 from sjf_core.admission._ticket import DEFERRED, NEW, QUEUED, RUNNING, Ticket, TicketState
 from sjf_core.admission._view import local_view
-from sjf_core.config import DEFAULT_POLICY, check_slots
+from sjf_core.settings import DEFAULT_POLICY, check_slots
 from sjf_core.policy._entry import Entry, class_of_tokens
 from sjf_core.policy._policies import Policy, make_policy
 
@@ -42,17 +42,17 @@ class LocalAdmissionQueue(AdmissionQueue):
     Args:
         slots: maximum concurrent admissions (>= 1). A serial backend has 1.
         policy: a :class:`~sjf_core.policy._policies.Policy` or its name (default
-            :data:`sjf_core.config.DEFAULT_POLICY`).
+            :data:`sjf_core.settings.DEFAULT_POLICY`).
         name: the backend key, for logs and metrics (never prompt text).
         lease_ttl_s: if set, a running ticket not released or renewed within this
             many seconds is force-released (safety net for lost release hooks).
         clock: monotonic clock in seconds.
         listeners: :class:`QueueEvents` objects notified of queue events.
-        overload: overload limits (:class:`~sjf_core.admission._overload.OverloadConfig` or a
+        overload: overload limits (:class:`~sjf_core.settings.OverloadConfig` or a
             mapping of its fields), or None (no limit).
-        rate_limit: maximum dispatch rate (:meth:`~sjf_core.admission._ratelimit.RateLimit.parse`:
+        rate_limit: maximum dispatch rate (:meth:`~sjf_core.settings._rate_limit.RateLimit.parse`:
             a number per second or "60/min"), or None.
-        fairness: a :class:`~sjf_core.policy._tenants.Fairness` (or its spec, e.g. "user"):
+        fairness: a :class:`~sjf_core.settings._tenants.Fairness` (or its spec, e.g. "user"):
             when enabled, waiters are grouped by ``entry.tenant`` and tenants share
             the slots by deficit round robin (:class:`~sjf_core.policy._fair_share.TenantPending`);
             None or "off": one shared order.
@@ -92,7 +92,7 @@ class LocalAdmissionQueue(AdmissionQueue):
         self.lease_ttl_s = lease_ttl_s
         self.clock = clock
         self.listeners: list[QueueEvents] = list(listeners or [])
-        from sjf_core.policy._tenants import Fairness
+        from sjf_core.settings import Fairness
 
         self.fairness = Fairness.parse(fairness if fairness is not None else "off")
         if self.fairness.enabled:

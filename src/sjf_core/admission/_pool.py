@@ -58,7 +58,7 @@ class PoolQueue:
         name: the pool's name for logs and status (its backends, joined).
         members: :class:`~sjf_core.admission._pool_members.LiveMember` objects (shared).
         policy: a :class:`~sjf_core.policy._policies.Policy` (the scheduler's).
-        fairness: a :class:`~sjf_core.policy._tenants.Fairness`, or None.
+        fairness: a :class:`~sjf_core.settings._tenants.Fairness`, or None.
         clock: monotonic seconds.
     """
 
@@ -103,6 +103,13 @@ class PoolQueue:
         return {"name": self.name, "waiting": self.waiting, "reserved": len(self.rule.waiting), "slots": self.slots,
                 "in_flight": self.in_flight, "members": [m.status() for m in self.members],
                 "stats": dict(self.stats.__dict__)}
+
+    async def view(self, limit: int = 100) -> dict:
+        """Who waits in the pool, in dispatch order, and who is reserved for a member
+        (:func:`sjf_core.admission._view.pool_view`; no prompt text). Changes nothing."""
+        from sjf_core.admission._view import pool_view
+
+        return pool_view(self, limit=limit)
 
     # ---- admission ------------------------------------------------------------------------
     async def admit(self, prediction: Any, meta: Any, arrival: float | None,

@@ -235,10 +235,6 @@ class PoolRegistry:
         """The registry of a :class:`~sjf_core._scheduler.Scheduler` (set as its ``pools``)."""
         reg = scheduler.pools = cls(scheduler.queue, scheduler.make_policy, scheduler.config.fairness,
                                     bool(scheduler.config.redis_url))
-        if scheduler.config.metrics:
-            from sjf_core.ext._pool_metrics import watch_pools
-
-            watch_pools(reg)
         return reg
 
     def member(self, key: str) -> LiveMember:

@@ -117,6 +117,13 @@ class RedisPool:
                 "in_flight": self.in_flight, "members": [m.status() for m in self.members],
                 "stats": dict(vars(self.queue.stats))}
 
+    async def view(self, limit: int = 100) -> dict:
+        """The shared queue's view (:meth:`AdmissionQueue.view`; ``reserved`` is empty: the
+        "wait for a faster member" rule is in-process only). Raises what redis-py raises."""
+        v = dict(await self.queue.view(limit))
+        v.setdefault("reserved", [])
+        return v
+
     def observe(self, *args) -> None:
         """The shared queue keeps its own statistics in Redis."""
 

@@ -4,7 +4,8 @@ Contract:
 
 * :func:`probe_gate(backend_key) <probe_gate>` returns the process's one
   :class:`ProbeGate` for that backend (keys are normalised with
-  :func:`sjf_core._scheduler.backend_key`, so ``localhost`` and ``127.0.0.1`` share one).
+  :func:`sjf_core.settings.normalise`, as :func:`sjf_core.backend_key` does, so ``localhost``
+  and ``127.0.0.1`` share one).
 * ``await gate.wait_idle(send, timeout_s) -> bool``: sends one probe through ``send``
   (an async callable with no arguments that performs the probe request and raises on
   failure) unless one is already in flight for this backend, in which case the caller
@@ -20,8 +21,9 @@ Contract:
   ``retry``: probes sent again after a failure, ``estimate``: slots released by the
   estimate after failed probes) in
   :attr:`ProbeGate.counters` and :func:`probe_stats`; each is also counted in the
-  Prometheus family ``sjf_backend_probes_total{backend, outcome}``
-  (:func:`sjf_core.ext._metrics.count_probe`).
+  Prometheus family ``sjf_backend_probes_total{backend, outcome}``: the metrics room
+  (:func:`sjf_core.ext._metrics.count_probe`) is told of each outcome through
+  :func:`watch_probes`, so this room never calls up into it.
 
 Why a probe and not an estimate: after a client leaves mid-answer some backends stop
 generating (llama.cpp's server for streams) and others keep going (llama-cpp-python for
@@ -45,7 +47,7 @@ import threading
 from typing import Any, Awaitable, Callable, Mapping
 
 from sjf_core._faults import note_fault
-from sjf_core.ext._labels import backend_label
+from sjf_core.settings import backend_label, normalise
 
 log = logging.getLogger("sjf_core.admission._probe")
 
@@ -55,7 +57,8 @@ PROBE_HEADER = "x-sjf-probe"
 PROBE_PROMPT = "."
 OUTCOMES = ("sent", "ok", "timeout", "error", "unreachable", "shared", "retry", "estimate")
 
-__all__ = ["ProbeGate", "probe_gate", "probe_stats", "http_probe", "probe_request", "PROBE_HEADER", "PROBE_PROMPT"]
+__all__ = ["ProbeGate", "probe_gate", "probe_stats", "watch_probes", "http_probe", "probe_request", "PROBE_HEADER",
+           "PROBE_PROMPT"]
 
 
 class ProbeGate:
@@ -77,12 +80,11 @@ class ProbeGate:
     def _count(self, outcome: str) -> None:
         with self._lock:
             self.counters[outcome] += 1
-        try:
-            from sjf_core.ext._metrics import count_probe
-
-            count_probe(self.key, outcome)
-        except Exception:  # prometheus-client missing: the counters above still count
-            note_fault(log, "probe metric not recorded", level=logging.DEBUG)
+        for watcher in list(_watchers):
+            try:
+                watcher(self.key, outcome)
+            except Exception:  # a metric failed: the counters above still count
+                note_fault(log, "probe metric not recorded", level=logging.DEBUG)
 
     def count_estimate(self) -> None:
         """Count a slot released by the estimate after failed probes."""
@@ -179,13 +181,22 @@ def _label(key: str) -> str:
 
 _gates: dict[str, ProbeGate] = {}
 _gates_lock = threading.Lock()
+#: Who is told of every counted outcome (:func:`watch_probes`).
+_watchers: list[Callable[[str, str], None]] = []
+
+
+def watch_probes(fn: Callable[[str, str], None]) -> None:
+    """Call ``fn(backend_key, outcome)`` on every outcome a gate counts, from now on (once
+    per ``fn``; an ``fn`` that raises is logged at DEBUG, the gate's counters still count).
+    The metrics room's :func:`~sjf_core.ext._metrics.install_default_metrics` adds its counter."""
+    with _gates_lock:
+        if fn not in _watchers:
+            _watchers.append(fn)
 
 
 def probe_gate(backend_key: str) -> ProbeGate:
     """The process's one :class:`ProbeGate` for a backend (key normalised)."""
-    from sjf_core._scheduler import backend_key as _norm
-
-    key = _norm(backend_key)
+    key = normalise(backend_key or "default")
     with _gates_lock:
         gate = _gates.get(key)
         if gate is None:

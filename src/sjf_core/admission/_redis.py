@@ -46,10 +46,10 @@ from sjf_core.admission._redis_wire import (_COUNTERS, _KEY_NAMES, OWNER, RedisQ
                                             RedisUnavailable, _LoopState, hash_tag, lua_sources, redis_errors)
 from sjf_core.admission._ticket import Ticket
 from sjf_core.policy._entry import class_of_tokens
-from sjf_core.config import DEFAULT_POLICY, FAIL_MODES, RedisSettings
+from sjf_core.settings import DEFAULT_POLICY, FAIL_MODES, RedisSettings
 from sjf_core.policy._pending import REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_SPAN, HeapPending
 from sjf_core.policy._policies import Policy
-from sjf_core.policy._tenants import Fairness
+from sjf_core.settings import Fairness
 
 log = logging.getLogger("sjf_core.admission._redis")
 
@@ -68,7 +68,7 @@ class RedisAdmissionQueue(AdmissionQueue):
         lease_ttl_s: optional hold limit (s) of a running ticket in a live process, as in
             :class:`~sjf_core.admission._local.LocalAdmissionQueue`: a ticket neither released nor ``renew()``-ed
             within it is force-released (safety net for lost release hooks).
-        options: the store's :class:`~sjf_core.config.RedisSettings` (TTLs, fail mode, key
+        options: the store's :class:`~sjf_core.settings.RedisSettings` (TTLs, fail mode, key
             prefix, timeouts; checked when made; default: their defaults).
         listeners: :class:`~sjf_core.admission._events.QueueEvents` notified of this process's
             ticket events (``queue`` is this object).

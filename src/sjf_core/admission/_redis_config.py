@@ -2,18 +2,49 @@
 
 :func:`policy_server_args` turns a :class:`~sjf_core.policy._policies.Policy` into the
 :class:`ServerPolicy` the Lua dispatcher reads (raises ``ValueError`` for a policy it cannot
-run); :func:`check_runnable` says so without building anything (the config boundary). The
-store's options are :class:`sjf_core.config.RedisSettings`.
+run); :func:`check_runnable` says so without building anything, and :func:`check_redis_url`
+checks the store's URL: the store's own checks, which the config boundary
+(:mod:`sjf_core.config._build`) asks for. The store's options are
+:class:`sjf_core.settings.RedisSettings`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from sjf_core.policy._pending import HeapPending
 from sjf_core.policy.promotion import WIRE_DEFAULTS
 from sjf_core.policy._policies import Policy
+
+#: URL schemes redis-py connects with.
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _shown(url: str) -> str:
+    """``url`` for an error message, credentials (anything before an ``@``) hidden."""
+    return ("***@" + url.rsplit("@", 1)[1]) if "@" in url else url
+
+
+def check_redis_url(url: Any) -> str:
+    """A Redis URL redis-py can use, checked (its scheme, a numeric port).
+
+    Raises:
+        ValueError: what is wrong, with the URL's credentials hidden.
+    """
+    u = str(url).strip()
+    try:
+        parts = urlsplit(u)
+        parts.port  # noqa: B018 (parses the port: ValueError when it is not a number)
+    except ValueError:
+        raise ValueError(f"{_shown(u)!r} is not a valid Redis URL (is the port a number?)") from None
+    if parts.scheme.lower() not in REDIS_SCHEMES:
+        raise ValueError(f"{_shown(u)!r} has no Redis scheme: write redis://HOST:PORT/DB (or rediss://, unix://PATH), "
+                         f"e.g. redis://{_shown(u) if '://' not in u else 'localhost:6379'}/0")
+    if parts.scheme.lower() == "unix" and not parts.path:
+        raise ValueError(f"{_shown(u)!r} names no socket path: write unix:///path/to/redis.sock")
+    return u
 
 
 #: Promotion rules the server-side dispatcher implements (see :mod:`sjf_core.policy.promotion`).

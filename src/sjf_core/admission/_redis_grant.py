@@ -1,6 +1,6 @@
 """How the Redis store grants and frees a slot: enqueue script, ``BLPOP``, release script.
 
-:class:`RedisGrants` is the Redis store's :class:`~sjf_core.admission._base.GrantPath`, a
+:class:`RedisGrants` is the Redis store's :class:`~sjf_core.admission._ticket.GrantPath`, a
 collaborator of :class:`~sjf_core.admission._redis.RedisAdmissionQueue` given its host
 (:class:`~sjf_core.admission._redis_wire.RedisHost`) and heartbeat
 (:class:`~sjf_core.admission._redis_heartbeat.Heartbeat`); the ticket lifecycle itself is
@@ -149,7 +149,7 @@ class RedisGrants:
         """The entry's supersede key as stored in Redis: a hash of it (never the key itself), or ""."""
         if not isinstance(entry.supersede, str) or not entry.supersede:
             return ""
-        from sjf_core.policy._tenants import hash_id
+        from sjf_core.settings import hash_id
 
         return hash_id("supersede", entry.supersede)
 

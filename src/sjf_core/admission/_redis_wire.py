@@ -24,7 +24,7 @@ from sjf_core.admission._events import QueueStats
 if TYPE_CHECKING:
     from sjf_core.admission._local import LocalAdmissionQueue
     from sjf_core.admission._ticket import Ticket
-    from sjf_core.policy._tenants import Fairness
+    from sjf_core.settings import Fairness
 
 _SCRIPTS = ("enqueue", "heartbeat", "release", "cancel", "stats")
 #: The shared prelude of every script, in order: keys, arguments and helpers; the dispatch rule.

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from sjf_core.admission._base import AdmissionQueue
     from sjf_core.admission._events import QueueEvents
     from sjf_core.admission._overload import OverloadConfig
-    from sjf_core.admission._ratelimit import RateLimit
-    from sjf_core.config import RedisSettings
+    from sjf_core.settings import RateLimit
+    from sjf_core.settings import RedisSettings
     from sjf_core.policy._policies import Policy
-    from sjf_core.policy._tenants import Fairness
+    from sjf_core.settings import Fairness
 
 log = logging.getLogger("sjf_core.admission")
 
@@ -37,7 +37,7 @@ def make_queue(name: str, *, slots: int, policy: "Policy", lease_ttl_s: float | 
         slots, policy, lease_ttl_s, listeners, fairness: as both stores take them.
         overload, rate_limit: the backend's door; in Redis mode they apply only while the
             store fails open (per process: logged once here).
-        redis_url, redis: the shared store and its :class:`~sjf_core.config.RedisSettings`.
+        redis_url, redis: the shared store and its :class:`~sjf_core.settings.RedisSettings`.
 
     Raises:
         ValueError: as the store's constructor.

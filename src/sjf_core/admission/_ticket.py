@@ -27,10 +27,9 @@ import asyncio
 import enum
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Coroutine
+from typing import TYPE_CHECKING, Any, Coroutine, Protocol
 
 if TYPE_CHECKING:
-    from sjf_core.admission._base import AdmissionQueue
     from sjf_core.policy._entry import Entry
 
 log = logging.getLogger("sjf_core.admission")
@@ -61,6 +60,42 @@ _get_running_loop = asyncio._get_running_loop
 FINISHED_STATES = frozenset({RELEASED, TicketState.CANCELLED, TicketState.SUPERSEDED, TicketState.REJECTED})
 
 
+class GrantPath(Protocol):
+    """How a store's waiters wait for a slot: a future per waiter locally
+    (:class:`~sjf_core.admission._future_grant.FutureGrants`), a ``BLPOP`` in Redis
+    (:class:`~sjf_core.admission._redis_grant.RedisGrants`). The ticket calls it."""
+
+    async def wait(self, t: "Ticket", timeout: float | None) -> None:
+        """Set ``t.loop``, take ``t`` through the door (:meth:`Ticket.enqueue
+        <sjf_core.admission._ticket.Ticket.enqueue>`, or defer / reject), then wait until it
+        holds a slot (:meth:`~sjf_core.admission._ticket.Ticket.grant`); on any raise, leave
+        it owning nothing. A ticket already used raises ``RuntimeError``."""
+
+    def withdraw(self, t: "Ticket") -> None:
+        """``t`` is waiting and its owner released it: make its ``acquire`` leave."""
+
+    def renew(self, t: "Ticket") -> None:
+        """Restart ``t``'s hold limit."""
+
+    async def settled(self, t: "Ticket") -> None:
+        """Wait until the store has processed ``t``'s release."""
+
+
+class TicketStore(Protocol):
+    """What a ticket asks of the store that made it (every
+    :class:`~sjf_core.admission._base.AdmissionQueue` is one; named here so that the contract
+    module imports the ticket and not the reverse). Only :class:`Ticket` calls these."""
+
+    name: str
+    grants: GrantPath
+
+    def _free(self, t: "Ticket", answer_tokens: int | None, expired: bool) -> float: ...
+
+    def _refill(self) -> None: ...
+
+    def _emit(self, name: str, *args: Any) -> None: ...
+
+
 class Ticket:
     """One request's admission on an :class:`~sjf_core.admission._base.AdmissionQueue`:
     an async context manager holding a slot.
@@ -83,7 +118,7 @@ class Ticket:
     # _fut, _lease, _scorer belong to the in-process stores (local queue: a future grants the slot; gate: _lease)
     __slots__ = ("queue", "entry", "state", "mode", "redis", "loop", "_fut", "_lease", "_scorer", "__weakref__")
 
-    def __init__(self, queue: "AdmissionQueue", entry: "Entry"):
+    def __init__(self, queue: TicketStore, entry: "Entry"):
         self.queue = queue
         self.entry = entry
         entry.payload = self
@@ -110,6 +145,13 @@ class Ticket:
     def finished(self) -> bool:
         """True once the ticket is released, cancelled, superseded or rejected."""
         return self.state in FINISHED_STATES
+
+    @property
+    def view_id(self) -> Any:
+        """This request's ``id`` in its queue's :meth:`~AdmissionQueue.view` rows: the
+        waiter id Redis gave it (Redis store), else its entry's sequence number."""
+        rid = getattr(self.redis, "rid", None) if self.redis is not None else None
+        return rid if rid is not None else self.entry.seq
 
     @property
     def wait_s(self) -> float:

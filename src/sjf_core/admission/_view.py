@@ -20,6 +20,11 @@ Contract:
   guard promotes it; <= 0: due now) and/or ``due_in_s`` (seconds; <= 0: due now), None when
   no rule will promote it, and ``deadline_in_s``; running ones add ``running_s`` and
   ``promoted``.
+* :func:`pool_view` (``await pool.view(limit)`` of an in-process
+  :class:`~sjf_core.admission._pool.PoolQueue`): the same keys for the pool's own waiters
+  (``running`` is empty: what a pool hands over runs on its members' queues), and
+  ``reserved``: the waiters the pool already took from its queue that wait for one member
+  (a predicted Long waiting for a faster one: ``for_member`` its backend key; None: any).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 
 from sjf_core.policy._entry import CLASS_NAMES
 
-__all__ = ["local_view", "due_in", "class_name", "finite"]
+__all__ = ["local_view", "pool_view", "due_in", "class_name", "finite"]
 
 
 def class_name(klass: Any, scored: bool = True, fallback: bool = False) -> str:
@@ -65,12 +70,11 @@ def due_in(point: dict | None, served: float, now: float) -> dict:
             "due_in_s": None if at is None else finite(at - now)}
 
 
-def local_view(q: Any, now: float | None = None, limit: int = 100) -> dict:
-    """The view of an in-process queue (module docstring); ``now`` on the queue's clock."""
-    now = q.clock() if now is None else now
+def _waiters(pending: Any, now: float) -> tuple[list[dict], float | None]:
+    """The live entries of ``pending`` as waiter views, in policy order, and the served work."""
     waiters: list[tuple[tuple, dict]] = []
     served = None
-    for s in _structures(q.pending):
+    for s in _structures(pending):
         strategy = getattr(s, "strategy", None)
         points = strategy.due_points() if strategy is not None else {}
         work = float(getattr(s, "served_work", 0.0))
@@ -81,6 +85,18 @@ def local_view(q: Any, now: float | None = None, limit: int = 100) -> dict:
             v["deadline_in_s"] = None if e.deadline is None else finite(e.deadline - now)
             waiters.append(((-e.priority, e.key, e.seq), v))
     waiters.sort(key=lambda kv: kv[0])
+    return [v for _, v in waiters], served
+
+
+def _promotion(q: Any) -> Any:
+    return getattr(getattr(q.pending, "strategy", None), "name", None) or getattr(getattr(q, "policy", None),
+                                                                                    "promotion", None)
+
+
+def local_view(q: Any, now: float | None = None, limit: int = 100) -> dict:
+    """The view of an in-process queue (module docstring); ``now`` on the queue's clock."""
+    now = q.clock() if now is None else now
+    waiters, served = _waiters(q.pending, now)
     running = []
     for t in sorted(getattr(q, "_running", ()), key=lambda t: t.entry.seq):
         e = t.entry
@@ -88,8 +104,20 @@ def local_view(q: Any, now: float | None = None, limit: int = 100) -> dict:
         v["waited_s"] = finite(e.dispatched_at - e.arrival)
         v.update(running_s=finite(now - e.dispatched_at), promoted=bool(e.promoted))
         running.append(v)
-    policy = getattr(q, "policy", None)
     return {"store": "local", "slots": q.slots, "in_flight": q.in_flight, "waiting": q.waiting,
-            "promotion": getattr(getattr(q.pending, "strategy", None), "name", None) or getattr(policy, "promotion", None),
-            "served_work": served, "running": running, "waiters": [v for _, v in waiters[:limit]],
+            "promotion": _promotion(q), "served_work": served, "running": running, "waiters": waiters[:limit],
             "truncated": max(0, len(waiters) - limit)}
+
+
+def pool_view(pool: Any, now: float | None = None, limit: int = 100) -> dict:
+    """The view of an in-process pool (module docstring); ``now`` on the pool's clock."""
+    now = pool.clock() if now is None else now
+    waiters, served = _waiters(pool.pending, now)
+    reserved = []
+    for r in list(pool.rule.waiting):
+        v = _request(r.entry, now)
+        v["for_member"] = getattr(r.member, "key", None)
+        reserved.append(v)
+    return {"store": "local", "slots": pool.slots, "in_flight": pool.in_flight, "waiting": pool.waiting,
+            "promotion": _promotion(pool), "served_work": served, "running": [], "waiters": waiters[:limit],
+            "reserved": reserved[:limit], "truncated": max(0, len(waiters) - limit)}

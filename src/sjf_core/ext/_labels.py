@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from sjf_core.policy._entry import CLASS_NAMES, Entry, class_of_tokens
+from sjf_core.settings import backend_label  # noqa: F401  (the label of a queue key: re-exported)
 
 __all__ = ["backend_label", "reason_label", "predicted_class", "true_class", "QUEUE_WAIT_BUCKETS_S",
            "PREDICTOR_LATENCY_BUCKETS_S"]
@@ -22,23 +22,6 @@ QUEUE_WAIT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 
 PREDICTOR_LATENCY_BUCKETS_S = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 _REASON_RE = re.compile(r"[^a-z0-9_]+")
-
-
-def backend_label(key: Any) -> str:
-    """The ``backend`` label value of a queue key: the URL without credentials, query or fragment.
-
-    Never raises; at most 200 characters.
-    """
-    s = str(key or "default")
-    try:
-        parts = urlsplit(s)
-        if parts.scheme and parts.netloc:
-            host = parts.netloc.rsplit("@", 1)[-1]
-            s = urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        pass
-    # A label must encode as UTF-8, or the whole exposition (LiteLLM's /metrics too) fails.
-    return s[:200].encode("utf-8", "replace").decode("utf-8")
 
 
 def reason_label(reason: Any) -> str:

@@ -37,7 +37,7 @@ name                                        type       labels
 ``sjf_tenant_queue_wait_seconds``           histogram  backend, tenant: submit → dispatch per tenant
 =========================================  =========  ==============================================
 
-``tenant`` is the tenant id of :mod:`sjf_core.policy._tenants` (12 hex digits of a hash unless
+``tenant`` is the tenant id of :mod:`sjf_core.settings._tenants` (12 hex digits of a hash unless
 the configuration allows names); requests without a tenant are not counted per tenant.
 
 ``predicted_class`` is ``short``, ``medium``, ``long``, ``unscored`` (fail-open
@@ -77,6 +77,7 @@ import weakref
 from typing import Any
 
 from sjf_core.admission._local import AdmissionQueue, QueueEvents
+from sjf_core.admission._probe import watch_probes
 from sjf_core.ext._labels import (PREDICTOR_LATENCY_BUCKETS_S, QUEUE_WAIT_BUCKETS_S, backend_label, predicted_class,
                                   reason_label, true_class)
 from sjf_core.policy._entry import Entry
@@ -300,6 +301,7 @@ def install_default_metrics(listeners: list, enabled: bool = True) -> "Prometheu
     m = PrometheusMetrics()
     listeners.append(m)
     _default_installed = True
+    watch_probes(count_probe)  # the probes' counter, now that the default registry is in use
     return m
 
 

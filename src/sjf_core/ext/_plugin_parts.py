@@ -16,8 +16,8 @@ from typing import Any
 import pluggy
 
 from sjf_core.admission._events import QueueEvents
-from sjf_core.config import DEFAULT_PROMOTION
-from sjf_core.ext._labels import backend_label
+from sjf_core.settings import DEFAULT_PROMOTION
+from sjf_core.settings import backend_label
 from sjf_core.policy._entry import CLASS_NAMES, class_of_tokens
 from sjf_core.policy._policies import Policy, RequestMeta
 from sjf_core.predict._prediction import Prediction

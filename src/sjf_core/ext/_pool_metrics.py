@@ -23,7 +23,7 @@ import threading
 import weakref
 from typing import Any
 
-from sjf_core.ext._labels import backend_label
+from sjf_core.settings import backend_label
 
 _registries: "weakref.WeakSet" = weakref.WeakSet()
 _installed: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

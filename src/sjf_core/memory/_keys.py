@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from sjf_core._faults import note_fault
-from sjf_core.config import memory_salt
+from sjf_core.settings import memory_salt
 from sjf_core.predict._text import _content_text, strip_blocks
 
 log = logging.getLogger("sjf_core.memory")

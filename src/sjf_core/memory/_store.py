@@ -33,7 +33,7 @@ from collections import OrderedDict
 from typing import Iterable, Sequence
 
 import numpy as np
-from sjf_core.config import MEMORY_REDIS_OP_TIMEOUT_S, MEMORY_REDIS_RETRY_S
+from sjf_core.settings import MEMORY_REDIS_OP_TIMEOUT_S, MEMORY_REDIS_RETRY_S
 from sjf_core._faults import note_fault
 
 log = logging.getLogger("sjf_core.memory")

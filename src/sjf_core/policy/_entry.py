@@ -1,5 +1,8 @@
 """One waiting request as the scheduling layer sees it: no prompt text, only numbers.
 
+The length classes an entry carries (Short, Medium, Long) are the predictor's vocabulary,
+defined in :mod:`sjf_core.predict._classes` and re-exported here.
+
 The same :class:`Entry` is used by the live asyncio queue, the Redis store and the
 discrete-event simulator, so that a policy never needs to know which one drives it.
 """
@@ -10,24 +13,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-SHORT, MEDIUM, LONG = 0, 1, 2
-CLASS_NAMES = ("short", "medium", "long")
+from sjf_core.predict._classes import (CLASS_NAMES, LONG, LONG_MIN_TOKENS, MEDIUM, SHORT, SHORT_MAX_TOKENS,
+                                      class_of_tokens)
 
-#: Class bounds in answer tokens (paper §4.1): Short < 200, Medium 200–799, Long >= 800.
-SHORT_MAX_TOKENS = 200
-LONG_MIN_TOKENS = 800
-
-
-def class_of_tokens(tokens: float) -> int:
-    """Length class of an answer of ``tokens`` tokens (paper §4.1 bounds).
-
-    Returns 0 (Short, < 200), 1 (Medium, 200–799) or 2 (Long, >= 800).
-    """
-    if tokens < SHORT_MAX_TOKENS:
-        return SHORT
-    if tokens < LONG_MIN_TOKENS:
-        return MEDIUM
-    return LONG
+__all__ = ["Entry", "SHORT", "MEDIUM", "LONG", "CLASS_NAMES", "SHORT_MAX_TOKENS", "LONG_MIN_TOKENS", "class_of_tokens"]
 
 
 @dataclass(eq=False, slots=True)
@@ -52,7 +41,7 @@ class Entry:
             was granted a slot at once, with no order to decide; ``key``,
             ``klass`` and ``expected_tokens`` are then placeholders.
         tenant: tenant id (hashed) for fair shares, or None (the shared tenant).
-        supersede: supersede key (see :class:`~sjf_core.policy._policies.RequestMeta`), or None.
+        supersede: supersede key (see :class:`~sjf_core.predict._meta.RequestMeta`), or None.
         payload: adapter- or simulator-owned object (a future, a simulated job).
         evidence: the length memory's handle of this request (digests and numbers,
             no text; :mod:`sjf_core.memory`), fed with the answer tokens at completion.

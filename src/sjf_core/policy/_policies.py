@@ -18,7 +18,7 @@ Policies (``make_policy(name, **options)``):
   be the real length: simulator and benchmarks with a trace only); τ off.
 
 Options common to all: ``tau`` ("3x" × measured mean Short service time, seconds,
-or "off": no guard), ``promotion`` (default :data:`sjf_core.config.DEFAULT_PROMOTION`; "work-bound",
+or "off": no guard), ``promotion`` (default :data:`sjf_core.settings.DEFAULT_PROMOTION`; "work-bound",
 "work-aging", "fcfs-bound", "strict" = the paper's rule, "one-in-k", "aging", "aged-sjf"), ``slowdown``/``work_slack`` (the served-work rules),
 ``max_wait_s`` (an absolute wait bound, any rule),
 ``k`` (one-in-k), ``horizon`` (aging horizon in multiples of τ).
@@ -40,44 +40,20 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sjf_core._faults import note_fault
-from sjf_core.config import (DEFAULT_POLICY, DEFAULT_PROMOTION, DEFAULT_SHORT_SERVICE_S, DEFAULT_TAU, TAU_OFF_PROMOTION,
+from sjf_core.settings import (DEFAULT_POLICY, DEFAULT_PROMOTION, DEFAULT_SHORT_SERVICE_S, DEFAULT_TAU, TAU_OFF_PROMOTION,
                              PromotionSettings)
 from sjf_core.policy._drr import class_weights
 from sjf_core.policy._entry import LONG, MEDIUM, SHORT, Entry
 from sjf_core.policy._pending import DRRPending, HeapPending, PendingQueue
 from sjf_core.policy._tau import TauConfig, TauEstimator
-from sjf_core.policy.promotion import PromotionStrategy, build_rule
+from sjf_core.policy.promotion import PromotionStrategy, build_rule, check_settings
+from sjf_core.predict._meta import RequestMeta
 from sjf_core.predict._prediction import TYPICAL_TOKENS, Prediction
 
 log = logging.getLogger("sjf_core.policy")
-
-
-@dataclass(frozen=True)
-class RequestMeta:
-    """Scheduling metadata read from a request (never its text).
-
-    Attributes:
-        max_tokens: the request's ``max_tokens`` / ``max_completion_tokens`` cap
-            (tokens), or None when absent or not a positive integer.
-        priority: caller priority; higher is served first (default 0).
-        deadline_s: relative deadline in seconds from arrival, or None.
-        explicit_priority: True when the request sent a priority (defaults apply
-            only when it did not, :class:`sjf_core.policy._tenants.IntentDefaults`).
-        tenant: tenant id (hashed, :mod:`sjf_core.policy._tenants`), or None (the shared tenant).
-        supersede: supersede key (``x-sjf-supersede``), or None: a newer request with
-            the same key, backend and tenant replaces this one while it is queued.
-    """
-
-    max_tokens: int | None = None
-    priority: int = 0
-    deadline_s: float | None = None
-    explicit_priority: bool = False
-    tenant: str | None = None
-    supersede: str | None = None
 
 
 #: The metadata of a request that sent none (read-only; shared by make_entry).
@@ -89,11 +65,11 @@ class Policy:
 
     Args:
         tau: τ setting (see :meth:`TauConfig.parse`): "3x", seconds, or "off"; None: the
-            policy's default (:data:`sjf_core.config.DEFAULT_TAU`; "off" for "oracle"; "fcfs"
+            policy's default (:data:`sjf_core.settings.DEFAULT_TAU`; "off" for "oracle"; "fcfs"
             always runs with τ off).
-        promotion: the starvation guard: :class:`~sjf_core.config.PromotionSettings` (its
+        promotion: the starvation guard: :class:`~sjf_core.settings.PromotionSettings` (its
             rule and the rules' parameters, checked when made), or a rule name, or None:
-            the policy's default rule (:data:`sjf_core.config.DEFAULT_PROMOTION`; "strict"
+            the policy's default rule (:data:`sjf_core.settings.DEFAULT_PROMOTION`; "strict"
             for the policies with τ off). One class per rule in :mod:`sjf_core.policy.promotion`.
         initial_short_service_s: seed of the mean Short service time (s); None: the default.
 
@@ -104,11 +80,11 @@ class Policy:
     name = "base"
     #: Key distance between a typical Short and a typical Long (aging scale).
     key_span = 1.0
-    #: τ when none is given (None: :data:`sjf_core.config.DEFAULT_TAU`).
+    #: τ when none is given (None: :data:`sjf_core.settings.DEFAULT_TAU`).
     default_tau: Any = None
     #: τ this policy always runs with, whatever is given (None: the given one).
     fixed_tau: Any = None
-    #: Promotion rule when the settings name none (None: :data:`sjf_core.config.DEFAULT_PROMOTION`).
+    #: Promotion rule when the settings name none (None: :data:`sjf_core.settings.DEFAULT_PROMOTION`).
     default_rule: str | None = None
     #: True for a yardstick that needs each request's true answer length (only the simulator
     #: and the trace benchmarks have it): a live queue refuses it (:func:`check_live_policy`).
@@ -120,8 +96,9 @@ class Policy:
         self.tau_config = TauConfig.parse(DEFAULT_TAU if tau is None else tau,
                                           DEFAULT_SHORT_SERVICE_S if initial_short_service_s is None
                                           else initial_short_service_s)
-        #: the starvation guard's settings (checked when made; nothing is built until a queue asks)
+        #: the starvation guard's settings (checked here; nothing is built until a queue asks)
         self.promotion_settings = PromotionSettings.of(promotion)
+        check_settings(self.promotion_settings)
         #: the rule's name
         self.promotion: str = self.promotion_settings.rule or self.default_rule or DEFAULT_PROMOTION
 
@@ -297,7 +274,7 @@ LIVE_POLICIES = tuple(sorted(n for n, c in POLICIES.items() if not c.needs_true_
 def check_live_policy(spec: Any) -> None:
     """Raises ValueError unless ``spec`` is a Policy object or the name of a policy a live
     queue can run (:data:`LIVE_POLICIES`, the only choices the message offers). The config
-    boundary's check (:mod:`sjf_core._config_build`): "oracle" would order live requests by
+    boundary's check (:mod:`sjf_core.config._build`): "oracle" would order live requests by
     the prediction with the starvation guard off, not by their true lengths."""
     if isinstance(spec, Policy):
         return
@@ -314,7 +291,7 @@ def check_live_policy(spec: Any) -> None:
 def make_policy(spec: Any = DEFAULT_POLICY, *, tau: Any = None, promotion: "PromotionSettings | str | None" = None,
                 initial_short_service_s: float | None = None, weights: Sequence[float] | None = None) -> Policy:
     """Build a policy from a name ("fcfs", "sjf", "sjf-tokens", "fair", "oracle"; default
-    :data:`sjf_core.config.DEFAULT_POLICY`) with the :class:`Policy` settings (None: its
+    :data:`sjf_core.settings.DEFAULT_POLICY`) with the :class:`Policy` settings (None: its
     defaults; ``weights``: "fair" only), or return a Policy object as is.
 
     Raises:

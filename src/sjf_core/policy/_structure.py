@@ -18,7 +18,7 @@ from typing import Protocol
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator
-from sjf_core.config import PromotionSettings
+from sjf_core.settings import PromotionSettings
 from sjf_core.policy.promotion import PromotionStrategy, make_promotion
 from sjf_core.policy.promotion._base import REQUEST_OVERHEAD_TOKENS, PromotionRule, band_top, compact
 
@@ -55,7 +55,7 @@ class PendingBase:
     Args:
         tau: the τ estimator of this queue (a fresh one by default).
         promotion: a :class:`~sjf_core.policy.promotion.PromotionStrategy` (fresh, not
-            attached elsewhere), or :class:`~sjf_core.config.PromotionSettings` or a rule
+            attached elsewhere), or :class:`~sjf_core.settings.PromotionSettings` or a rule
             name (None: the default rule) that :func:`~sjf_core.policy.promotion.make_promotion`
             builds one from.
         slots: slots of the queue this structure serves (the admission queue sets it, checked there).

@@ -39,7 +39,7 @@ STATED_WEIGHT = 0.92
 #: docs/predictor.md "Stated answer sizes").
 STATED_SIGMA = 0.6
 #: Shift of ln(1 + tokens) for a verbosity cue: the mean out-of-family residual of the model on the
-#: prompts of ``../shared/data`` with the cue (LOSO, issue 23): −0.08 "brief", +0.11 "in detail".
+#: prompts of the public conversation data (docs/data.md) with the cue (LOSO, issue 23): −0.08 "brief", +0.11 "in detail".
 #: Small because the model already reads these words.
 CUE_SHIFT = {-1: -0.08, 1: 0.11}
 _SQRT2 = math.sqrt(2.0)

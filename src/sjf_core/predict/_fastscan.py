@@ -4,13 +4,15 @@ The Python extractors (:mod:`sjf_core.predict._features`, :mod:`sjf_core.predict
 reference. When the extension is built (``setup.py`` compiles ``src/sjf_core/predict/_scan.c``;
 a platform without a C compiler just skips it), :func:`fill` computes the same float32
 features about ten times faster; ``tests/unit/test_features_fast.py`` checks they are equal.
-The word lists and sizes are passed from the Python modules to the extension here, so
-the two implementations share one definition. Set ``SJF_NO_C_SCAN=1`` to force Python.
+The word lists and sizes (:mod:`sjf_core.predict._wordlists`, which the Python extractors use
+too) are passed to the extension here, so the two implementations share one definition; this
+module imports neither extractor (they call it). Set ``SJF_NO_C_SCAN=1`` to force Python.
 """
 
 from __future__ import annotations
 
-from sjf_core.config import native_scan_disabled
+from sjf_core.predict import _wordlists as wl
+from sjf_core.settings import native_scan_disabled
 
 __all__ = ["available", "fill"]
 
@@ -34,10 +36,8 @@ def _configure():
         from sjf_core.predict import _scan
     except ImportError:
         return None
-    from sjf_core.predict import _features as f1
-    from sjf_core.predict import _features_v2 as f2
-
-    if tuple(f2.FEATURE_NAMES_V2[19:41]) != _V2_DENSE or f2._NGRAM0 != 41:
+    dense = tuple(n for _, names in wl.V2_DENSE_GROUPS for n in names)
+    if dense != _V2_DENSE or 6 + len(wl.VERBS) + len(dense) != 41:
         return None  # the layout changed: the C code no longer matches, use Python
     lex: dict[bytes, list] = {}
 
@@ -48,21 +48,21 @@ def _configure():
             if rank is not None and e[1] < 0:
                 e[1] = rank
 
-    add(f1._CODE_WORDS, _C_CODE)
-    add(f1._CONSTRAINT_PLAIN, _C_CPLAIN)
-    add(f1._CONSTRAINT_NUM_WORDS, _C_CNUM)
+    add(wl.CODE_WORDS, _C_CODE)
+    add(wl.CONSTRAINT_PLAIN, _C_CPLAIN)
+    add(wl.CONSTRAINT_NUM_WORDS, _C_CNUM)
     add((b"liner",), _C_LINER)
-    for rank, (_verb, forms) in enumerate(f1._VERB_PRIORITY):
+    for rank, (_verb, forms) in enumerate(wl.VERB_PRIORITY):
         add(forms, _C_VERB, rank=rank)
-    for words, bit in ((f2._LONG_TASK, _C_LONG), (f2._SHORT_CUE, _C_SHORT), (f2._TRANSFORM, _C_TRANS),
-                       (f2._CONTINUE, _C_CONT), (f2._CODE_TASK, _C_CODET), (f2._CREATIVE, _C_CREAT),
-                       (f2._WH, _C_WH), (f2._YESNO, _C_YESNO)):
+    for words, bit in ((wl.LONG_TASK, _C_LONG), (wl.SHORT_CUE, _C_SHORT), (wl.TRANSFORM, _C_TRANS),
+                       (wl.CONTINUE, _C_CONT), (wl.CODE_TASK, _C_CODET), (wl.CREATIVE, _C_CREAT),
+                       (wl.WH, _C_WH), (wl.YESNO, _C_YESNO)):
         add(words, bit)
     entries = [(w, e[0], e[1]) for w, e in lex.items()]
-    verb_cols = [f1._VERB_COL.get(v, f1._OTHER_COL) for v, _ in f1._VERB_PRIORITY]
-    seps = [s for group in f1._UNICODE_SEPS.values() for s in group]
-    _scan.configure(entries, verb_cols, f1._OTHER_COL, list(f1._FORMAT_SUBSTRINGS), seps, f2.NGRAM_BUCKETS,
-                    f2.NGRAM_HEAD_WORDS, f2.NGRAM_TAIL_WORDS)
+    verb_cols = [wl.VERB_COL.get(v, wl.OTHER_COL) for v, _ in wl.VERB_PRIORITY]
+    seps = [s for group in wl.UNICODE_SEPS.values() for s in group]
+    _scan.configure(entries, verb_cols, wl.OTHER_COL, list(wl.FORMAT_SUBSTRINGS), seps, wl.NGRAM_BUCKETS,
+                    wl.NGRAM_HEAD_WORDS, wl.NGRAM_TAIL_WORDS)
     return _scan
 
 
@@ -77,7 +77,5 @@ def available() -> bool:
 def fill(text: str, out, layout: int) -> None:
     """Write the v1 (``layout=1``, 19 columns) or v2 (``layout=2``) features of ``text`` into
     the zeroed float32 row ``out``. Only call when :func:`available`."""
-    from sjf_core.predict._features import window
-
-    w = window(text)
+    w = wl.window(text)
     _scan_mod.fill(w.encode("utf-8", "surrogatepass"), len(text), len(w), out, layout)

@@ -34,10 +34,11 @@ import re
 
 import numpy as np
 
-__all__ = ["FEATURE_NAMES", "VERBS", "HEAD_CHARS", "TAIL_CHARS", "Scan", "extract_v1", "extract_v1_many", "extract_v1_py", "fill_text_v1", "fill_v1", "window"]
+from sjf_core.predict._wordlists import (CODE_WORDS, CONSTRAINT_NUM_WORDS, CONSTRAINT_PLAIN, FORMAT_SUBSTRINGS,
+                                         HEAD_CHARS, OTHER_COL, TAIL_CHARS, UNICODE_SEPS, VERB_COL, VERB_PRIORITY,
+                                         VERBS, window)
 
-VERBS = ("what", "write", "explain", "summarize", "how", "list", "implement", "compare",
-         "describe", "generate", "why", "define", "other")
+__all__ = ["FEATURE_NAMES", "VERBS", "HEAD_CHARS", "TAIL_CHARS", "Scan", "extract_v1", "extract_v1_many", "extract_v1_py", "fill_text_v1", "fill_v1", "window"]
 
 #: The 19 v1 feature names in model-input order (paper §3.2, DESIGN.md).
 FEATURE_NAMES: tuple[str, ...] = (
@@ -47,70 +48,19 @@ FEATURE_NAMES: tuple[str, ...] = (
 
 N_FEATURES = len(FEATURE_NAMES)
 
-#: Characters scanned at the start / end of a long prompt (bounded cost).
-HEAD_CHARS = 3072
-TAIL_CHARS = 1024
-
-_CODE_WORDS = frozenset((
-    "code function def class script program implement algorithm debug refactor import variable "
-    "loop recursion api sql regex react angular vue nextjs typescript javascript html css node "
-    "express django flask component endpoint middleware query"
-).encode().split())
-
-# Verb words in priority order (first present wins) and the one-hot column each maps to.
-_VERB_PRIORITY = (
-    ("summarize", (b"summarize", b"summarizing")),
-    ("explain", (b"explain",)),
-    ("compare", (b"compare", b"comparing")),
-    ("translate", (b"translate", b"translating")),
-    ("generate", (b"generate", b"generating")),
-    ("implement", (b"implement",)),
-    ("debug", (b"debug",)),
-    ("refactor", (b"refactor",)),
-    ("list", (b"list",)),
-    ("write", (b"write",)),
-    ("describe", (b"describe", b"describing")),
-    ("define", (b"define", b"defining")),
-    ("what", (b"what",)),
-    ("how", (b"how",)),
-    ("why", (b"why",)),
-)
-_VERB_COL = {v: 6 + i for i, v in enumerate(VERBS)}
-_OTHER_COL = _VERB_COL["other"]
-_VERB_FORMS = frozenset(f for _, forms in _VERB_PRIORITY for f in forms)
+_VERB_FORMS = frozenset(f for _, forms in VERB_PRIORITY for f in forms)
 
 # Length constraints (paper §3.2): "in N words", "in N sentences", "no more than N",
 # "under N words", briefly, concisely, shortly, "one liner", "tl;dr". Word checks first; the
 # numeric regex runs only when the window has a digit and one of its words.
-_CONSTRAINT_PLAIN = frozenset((b"briefly", b"concisely", b"shortly", b"tldr"))
-_CONSTRAINT_NUM_WORDS = frozenset((b"word", b"words", b"sentence", b"sentences", b"than"))
 _CONSTRAINT_NUM_RE = re.compile(rb"\bin\s+\d+\s+(?:words?|sentences?)\b|\bno\s+more\s+than\s+\d+|\bunder\s+\d+\s+words?\b")
 _ONE_LINER_RE = re.compile(rb"\bone[\s-]liner\b")
 _NON_DIGITS = bytes(c for c in range(256) if not 0x30 <= c <= 0x39)
-_FORMAT_SUBSTRINGS = (b"list", b"table", b"bullet", b"step by step", b"enumerate", b"outline", b"numbered",
-                      b"format", b"structure")
 
 # Tokenisation: ASCII letters are lower-cased, letters, digits, "_" and every non-ASCII byte
 # (UTF-8 letters of other scripts) are word bytes; everything else separates words.
 _WORD_BYTES = set(b"abcdefghijklmnopqrstuvwxyz0123456789_") | set(range(0x80, 0x100))
 _SEP_TABLE = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))
-#: Non-ASCII punctuation that separates words like ASCII punctuation does (checked only
-#: when the window is not pure ASCII).
-_UNICODE_SEPS: dict[bytes, tuple[bytes, ...]] = {}
-for _c in ("\u2019\u2018\u201c\u201d\u2014\u2013\u2026\u00ab\u00bb\u00a0\u3001\u3002\uff0c\uff1a\uff1b\uff1f"
-           "\uff01\uff08\uff09\u300c\u300d\u2022\u00b7"):
-    _e = _c.encode()
-    _UNICODE_SEPS[_e[:1]] = _UNICODE_SEPS.get(_e[:1], ()) + (_e,)
-
-
-def window(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
-    """The scanned part of ``text``: all of it, or its first ``head`` and last ``tail``
-    characters joined by a newline when it is longer than ``head + tail``."""
-    if len(text) <= head + tail:
-        return text
-    return text[:head] + "\n" + text[-tail:]
-
-
 class Scan:
     """One pass over the scanned window of a prompt, shared by the v1 and v2 extractors.
 
@@ -128,7 +78,7 @@ class Scan:
         self.low = self.w.encode("utf-8", "surrogatepass").lower()
         low = self.low
         if not low.isascii():
-            for lead, seps in _UNICODE_SEPS.items():
+            for lead, seps in UNICODE_SEPS.items():
                 if lead in low:
                     for sep in seps:
                         if sep in low:
@@ -138,11 +88,11 @@ class Scan:
 
 
 def _has_length_constraint(low: bytes, words: set) -> bool:
-    if not words.isdisjoint(_CONSTRAINT_PLAIN) or b"tl;dr" in low:
+    if not words.isdisjoint(CONSTRAINT_PLAIN) or b"tl;dr" in low:
         return True
     if b"liner" in words and _ONE_LINER_RE.search(low):
         return True
-    if not words.isdisjoint(_CONSTRAINT_NUM_WORDS) and low.translate(None, _NON_DIGITS):
+    if not words.isdisjoint(CONSTRAINT_NUM_WORDS) and low.translate(None, _NON_DIGITS):
         return _CONSTRAINT_NUM_RE.search(low) is not None
     return False
 
@@ -151,20 +101,20 @@ def fill_v1(scan: Scan, out: np.ndarray) -> None:
     """Write the 19 v1 features of ``scan`` into ``out[:19]`` (zeros expected)."""
     low, words = scan.low, scan.words
     out[0] = scan.n_chars // 4
-    out[1] = 0.0 if words.isdisjoint(_CODE_WORDS) else 1.0
+    out[1] = 0.0 if words.isdisjoint(CODE_WORDS) else 1.0
     out[2] = 1.0 if _has_length_constraint(low, words) else 0.0
     end = low[-64:].rstrip() or low.rstrip()
     out[3] = 1.0 if end.endswith(b"?") else 0.0
-    for s in _FORMAT_SUBSTRINGS:
+    for s in FORMAT_SUBSTRINGS:
         if s in low:
             out[4] = 1.0
             break
     out[5] = low.count(b",") + low.count(b";") + low.count(b" and ") + low.count(b" but ") + low.count(b" because ")
-    col = _OTHER_COL
+    col = OTHER_COL
     if not words.isdisjoint(_VERB_FORMS):
-        for verb, forms in _VERB_PRIORITY:
+        for verb, forms in VERB_PRIORITY:
             if forms[0] in words or (len(forms) > 1 and forms[1] in words):
-                col = _VERB_COL.get(verb, _OTHER_COL)
+                col = VERB_COL.get(verb, OTHER_COL)
                 break
     out[col] = 1.0
 

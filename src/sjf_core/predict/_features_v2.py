@@ -34,24 +34,14 @@ import numpy as np
 
 from sjf_core.predict import _features as _f1
 from sjf_core.predict._features import FEATURE_NAMES, Scan, fill_v1
+from sjf_core.predict._wordlists import (CODE_TASK, CONTINUE, CREATIVE, LONG_TASK, NGRAM_BUCKETS, NGRAM_HEAD_WORDS,
+                                         NGRAM_TAIL_WORDS, SHORT_CUE, TRANSFORM, V2_DENSE_GROUPS, WH, YESNO)
 
 __all__ = ["FEATURE_NAMES_V2", "GROUPS_V2", "NGRAM_BUCKETS", "extract_v2", "extract_v2_many", "extract_v2_py", "fill_text_v2", "fill_v2"]
 
-NGRAM_BUCKETS = 1024
-NGRAM_HEAD_WORDS = 64
-NGRAM_TAIL_WORDS = 32
-
-_DENSE_GROUPS: list[tuple[str, tuple[str, ...]]] = [
-    ("length", ("log_chars", "window_words", "window_lines")),
-    ("structure", ("first_par_chars", "last_par_chars", "paragraphs", "code_share", "code_fences", "delimiters")),
-    ("questions", ("question_marks", "question_lines", "wh_opener", "yesno_opener")),
-    ("script", ("non_ascii_share", "cjk_share", "cyrillic_share")),
-    ("tasks", ("long_task", "short_cue", "transform_task", "continue_cue", "code_task", "creative_task")),
-]
-
 FEATURE_NAMES_V2: tuple[str, ...] = (
     FEATURE_NAMES
-    + tuple(n for _, names in _DENSE_GROUPS for n in names)
+    + tuple(n for _, names in V2_DENSE_GROUPS for n in names)
     + tuple(f"ngram_{i:03d}" for i in range(NGRAM_BUCKETS))
 )
 
@@ -66,7 +56,7 @@ GROUPS_V2: dict[str, list[int]] = {
     "v1:instruction_verb": list(range(6, 19)),
 }
 _col = 19
-for _g, _names in _DENSE_GROUPS:
+for _g, _names in V2_DENSE_GROUPS:
     GROUPS_V2[_g] = list(range(_col, _col + len(_names)))
     _col += len(_names)
 GROUPS_V2["ngrams"] = list(range(_col, _col + NGRAM_BUCKETS))
@@ -74,30 +64,6 @@ _NGRAM0 = _col
 N_FEATURES_V2 = len(FEATURE_NAMES_V2)
 _IDX = {n: i for i, n in enumerate(FEATURE_NAMES_V2)}
 
-# ---- lexical cue sets (whole words in the scanned window) -------------------------------
-def _bset(words: str) -> frozenset:
-    return frozenset(words.encode().split())
-
-
-_LONG_TASK = _bset(
-    "essay essays story stories article articles blog report tutorial guide chapter chapters novel screenplay script "
-    "lyrics proposal curriculum syllabus itinerary outline plan lesson course whitepaper thesis paper documentation "
-    "readme narrative biography speech presentation cover resume newsletter ebook book detailed comprehensive "
-    "elaborate thorough extensive depth complete entire full long longer lengthy")
-_SHORT_CUE = _bset(
-    "yes no briefly brief short shortly concise concisely succinct tldr only just single true false "
-    "rate score classify choose pick select which correct answer number")
-_TRANSFORM = _bset(
-    "rewrite rephrase paraphrase proofread translate translation correct grammar improve polish edit revise "
-    "reword shorten simplify convert format reformat fix")
-_CONTINUE = _bset("continue roleplay role pretend act game simulate simulation dialogue conversation")
-_CODE_TASK = _bset(
-    "code function class script program implement implementation app application website api backend frontend "
-    "python javascript typescript java rust golang sql html css react django flask node component module "
-    "algorithm bug debug error exception compile refactor unit tests")
-_CREATIVE = _bset("poem poems song sonnet haiku rap joke jokes limerick slogan tagline story stories tale fiction")
-_WH = _bset("what who when where which why how whom whose")
-_YESNO = _bset("is are was were do does did can could should would will has have am")
 # UTF-8 lead bytes: CJK / kana / Hangul (U+3000–U+DFFF: 0xE3–0xED), Cyrillic (U+0400–U+04FF: 0xD0–0xD3)
 _KEEP_CJK = bytes(c for c in range(256) if not 0xE3 <= c <= 0xED)
 _KEEP_CYR = bytes(c for c in range(256) if not 0xD0 <= c <= 0xD3)
@@ -139,8 +105,8 @@ def fill_v2(scan: Scan, out: np.ndarray) -> None:
     out[28] = low.count(b"?")
     out[29] = low.count(b"?\n") + (1 if low.rstrip().endswith(b"?") else 0)
     if toks:
-        out[30] = 1.0 if toks[0] in _WH else 0.0
-        out[31] = 1.0 if toks[0] in _YESNO else 0.0
+        out[30] = 1.0 if toks[0] in WH else 0.0
+        out[31] = 1.0 if toks[0] in YESNO else 0.0
     # script
     n_chars_w = len(scan.w) or 1
     out[32] = (len(low) - len(scan.w)) / n_chars_w
@@ -148,12 +114,12 @@ def fill_v2(scan: Scan, out: np.ndarray) -> None:
         out[33] = len(low.translate(None, _KEEP_CJK)) / n_chars_w
         out[34] = len(low.translate(None, _KEEP_CYR)) / n_chars_w
     # tasks
-    out[35] = len(words & _LONG_TASK)
-    out[36] = len(words & _SHORT_CUE) + (2.0 if b"yes or no" in low or b"one word" in low else 0.0)
-    out[37] = len(words & _TRANSFORM)
-    out[38] = len(words & _CONTINUE)
-    out[39] = len(words & _CODE_TASK)
-    out[40] = len(words & _CREATIVE)
+    out[35] = len(words & LONG_TASK)
+    out[36] = len(words & SHORT_CUE) + (2.0 if b"yes or no" in low or b"one word" in low else 0.0)
+    out[37] = len(words & TRANSFORM)
+    out[38] = len(words & CONTINUE)
+    out[39] = len(words & CODE_TASK)
+    out[40] = len(words & CREATIVE)
     # hashed word unigrams + bigrams of the head and tail
     if not toks:
         return

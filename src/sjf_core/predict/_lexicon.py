@@ -28,7 +28,7 @@ import numpy as np
 
 import re
 
-from sjf_core.config import native_scan_disabled
+from sjf_core.settings import native_scan_disabled
 from sjf_core.predict._features import window
 
 __all__ = ["LEX_BUCKETS", "buckets_of", "Lexicon"]

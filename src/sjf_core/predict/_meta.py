@@ -1,4 +1,4 @@
-"""Scheduling metadata read from an OpenAI-style request body and headers.
+"""Scheduling metadata read from an OpenAI-style request body and headers: :class:`RequestMeta`.
 
 Documented inputs (all optional; bad values are ignored, never an error):
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from sjf_core._faults import note_fault
-from sjf_core.policy._policies import RequestMeta
 
 log = logging.getLogger("sjf_core.predict")
 
@@ -32,6 +32,30 @@ SUPERSEDE_HEADER = "x-sjf-supersede"
 #: every request header of ours starts with this (the wrapper strips them before sending)
 HEADER_PREFIX = "x-sjf-"
 _MAX_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    """Scheduling metadata read from a request (never its text).
+
+    Attributes:
+        max_tokens: the request's ``max_tokens`` / ``max_completion_tokens`` cap
+            (tokens), or None when absent or not a positive integer.
+        priority: caller priority; higher is served first (default 0).
+        deadline_s: relative deadline in seconds from arrival, or None.
+        explicit_priority: True when the request sent a priority (defaults apply
+            only when it did not, :class:`sjf_core.settings._tenants.IntentDefaults`).
+        tenant: tenant id (hashed, :mod:`sjf_core.settings._tenants`), or None (the shared tenant).
+        supersede: supersede key (``x-sjf-supersede``), or None: a newer request with
+            the same key, backend and tenant replaces this one while it is queued.
+    """
+
+    max_tokens: int | None = None
+    priority: int = 0
+    deadline_s: float | None = None
+    explicit_priority: bool = False
+    tenant: str | None = None
+    supersede: str | None = None
 
 
 def _finite(v: Any) -> float | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sjf_core.policy._entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
+from sjf_core.predict._classes import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
 from sjf_core.predict._layouts import Layout, get_layout
 
 __all__ = [

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sjf_core.policy._entry import CLASS_NAMES
+from sjf_core.predict._classes import CLASS_NAMES
 
 #: Typical answer tokens of each class, used to turn class probabilities into an
 #: expected length when a model only gives probabilities (seed 003 "magnitude prior").
-#: Medians of the Short/Medium/Long answers in ../shared/data/conversations (len // 4).
+#: Medians of the Short/Medium/Long answers in the public conversation data, docs/data.md (characters // 4).
 TYPICAL_TOKENS = (60.0, 400.0, 1100.0)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sjf_core.policy._entry import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
+from sjf_core.predict._classes import LONG_MIN_TOKENS, SHORT_MAX_TOKENS
 
 __all__ = ["ranking_accuracy"]
 

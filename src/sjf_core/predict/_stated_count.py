@@ -39,6 +39,7 @@ _PER_AFTER = re.compile(W.PER_UNIT_AFTER)
 _PER_BEFORE = re.compile(W.PER_UNIT_BEFORE)
 _DESCRIPTIVE = re.compile(W.DESCRIPTIVE_BEFORE)
 _POSSESSIVE = re.compile(W.POSSESSIVE_BEFORE)
+_READ = re.compile(W.READ_BEFORE)
 _REQUEST = re.compile(W.REQUEST_MARKERS)
 _VERB = re.compile(W.REQUEST_VERBS)
 _A_CONTEXT = re.compile(W.REQUEST_VERBS + r"\s+(?:me\s+|us\s+|just\s+|only\s+|mir\s+|moi\s+|me\s+)?$")
@@ -58,7 +59,12 @@ _ZH_COUNT = re.compile(rf"(?P<pre>{_alt(W.ZH_PRE_MAX + W.ZH_PRE_MIN + W.ZH_PRE_A
 _SYMBOLS = {"max": "≤ ", "min": "≥ ", "about": "~", "exact": ""}
 #: Expected answer / stated bound: under a cap answers run a little short of it, past a floor a little over.
 _FACTOR = {"max": 0.8, "min": 1.15, "about": 1.0, "exact": 1.0}
-_MAX_COUNT = {"item": 100, "name": 100, "page": 50}
+#: The most words a count may ask for; a larger one is no answer size ("a 700 page blog entry").
+_MAX_WORDS = 100_000
+#: Per unit, the largest count read as an answer size: list items and names up to 100; pages up to
+#: the word bound (100,000 words = 200 pages: "a 200-page novel" reads; before issue 29 pages
+#: stopped at 50); the other units at 100,000.
+_MAX_COUNT = {"item": 100, "name": 100, "page": int(_MAX_WORDS / W.WORDS_PER_UNIT["page"])}
 
 UNIT_KEYS = {w.encode(): v for w, v in W.UNITS.items()}
 NUMBER_KEYS = frozenset(w.encode() for w in W.NUMBER_WORDS)
@@ -151,7 +157,7 @@ def _clause_start(z: str, start: int) -> int:
 def _describes_material(z: str, start: int) -> bool:
     """True when the size before ``start`` describes given material, not the answer."""
     lo = _clause_start(z, start)
-    if _POSSESSIVE.search(z, max(lo, start - 25), start):
+    if _POSSESSIVE.search(z, max(lo, start - 25), start) or _READ.search(z, max(lo, start - 30), start):
         return True
     return bool(_DESCRIPTIVE.search(z, lo, start)) and not _REQUEST.search(z, lo, start)
 

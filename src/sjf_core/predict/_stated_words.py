@@ -5,7 +5,7 @@ and Chinese. Data only; every entry is lower-case (the reader lower-cases its wi
 Token sizes (issue 23; the labelling rules of ``tests/data/stated_sizes.jsonl`` are the same):
 
 * :data:`TOKENS_PER_WORD`: Tekken tokens (Mistral NeMo's 131k multilingual tokenizer, from the
-  ``mistral-common`` wheel) per whitespace word of the prompts of ``../shared/data/conversations``
+  ``mistral-common`` wheel) per whitespace word of the prompts of the public conversation data (docs/data.md)
   in that language (Chinese: per Han character, the unit of "500字"), measured by
   ``benchmarks/tokens_per_word.py``: en 1.27 (400 prompts), de 1.75 (14), fr 1.46 (15),
   es 1.57 (18), ru 2.36 (25), zh 1.11 (387). The data's own unit, len(text) / 4, gives
@@ -13,7 +13,7 @@ Token sizes (issue 23; the labelling rules of ``tests/data/stated_sizes.jsonl`` 
   for Chinese, where a backend's time follows its tokens.
 * :data:`WORDS_PER_UNIT`: a sentence = 25 words, a paragraph = 100, a line = 10, a page = 500,
   a list item = 30, a name-like item (names, titles, tags, with its numbering) = 8 (Chinese: ×1.5
-  characters). Sentences and items from the answers of prompts in ``../shared/data`` that ask for
+  characters). Sentences and items from the answers of prompts in that data that ask for
   them (median answer / stated with 20 and 15 words: 1.2–1.7 and 2.1); paragraphs (0.9 with
   100 words) and words (1.1) as stated.
 """
@@ -167,6 +167,9 @@ DESCRIPTIVE_BEFORE = (r"(?:\b(?:has|have|had|contains?|containing|consists? of|c
                       r"насчитывает|это)\b|有|包含|共有|一共|长达)"
                       r"(?:\s+(?:about|around|over|nearly|almost|roughly|approximately|exactly|only|just|"
                       r"etwa|über|fast|environ|plus de|casi|más de|около|более|почти)){0,2}\s*$")
+#: Material someone reads: "Sarah reads a 120-page book" (a word problem), "I am reading a 300-page report".
+READ_BEFORE = (r"\b(?:reads?|reading|read through|has read|have read|liest|lit|lee|читает)\s+"
+               r"(?:(?:a|an|the|his|her|their|my|this|that|ein|eine|einen|un|une|le|la|el)\s+)?$")
 POSSESSIVE_BEFORE = (r"(?:\b(?:my|this|that|these|the following|following|the attached|attached|your|our|his|"
                      r"her|their|mein|meine|meinen|dieser|diese|dieses|diesen|folgende|folgenden|ce|cet|cette|"
                      r"mon|ma|mes|le texte de|este|esta|mi|mis|siguiente|этот|эта|это|мой|моя|мою|данный)\b|"

@@ -42,11 +42,9 @@ def _yes(ok) -> str:
 
 
 def _scenarios(section: dict | None):
-    from sjf_lab.bench.suite import _scenario_from_json
-
     if not section:
         return []
-    return [_scenario_from_json(s) for s in section["scenarios"]]
+    return [report.scenario_from_json(s) for s in section["scenarios"]]
 
 
 def _env_line(section: dict) -> str:
@@ -108,9 +106,7 @@ def _plots(res, img_dir: Path, prefix: str) -> list[str]:
 
 def write_docs(sections: dict, path: str | Path | None = None) -> Path:
     """Write docs/benchmarks.md from ``{section: stored JSON or None}``; returns the path."""
-    from sjf_lab.bench.suite import repo_root
-
-    root = repo_root()
+    root = report.repo_root()
     out_path = Path(path) if path else root / "docs" / "benchmarks.md"
     img = out_path.parent / "img"
     lines: list[str] = []
@@ -237,6 +233,9 @@ def write_docs(sections: dict, path: str | Path | None = None) -> Path:
         "sjf bench --docs                         # all sections, ≈ 45–60 min",
         "sjf bench --docs --only burst,overhead   # re-run some; the others are kept from docs/results/",
         "```",
+        "",
+        "The prompts are held-out ShareGPT prompts: `SJF_BENCH_DATA_DIR` (or `SJF_DATA_DIR`) names the folder",
+        "holding `sharegpt.jsonl` (its format and public source: [data.md](data.md)).",
         "",
         "Raw results (every request's timestamps, no prompt text) are in `docs/results/*.json`.",
         "Ratios are same-run: every contender gets the same prompts and the same arrival times,",

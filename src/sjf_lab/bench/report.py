@@ -13,10 +13,30 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from sjf_lab.bench.runner import BenchResult, ScenarioResult
-from sjf_lab.bench.stats import METRIC_LABELS, METRICS, to_jsonable
+from sjf_lab.bench.runner import BenchResult, Scenario, ScenarioResult
+from sjf_lab.bench.stats import (METRIC_LABELS, METRICS, RequestRecord, compare, service_stats, summarize,
+                                 to_jsonable)
 
 CLASS_ORDER = ("short", "medium", "long", "all")
+
+
+def repo_root() -> Path:
+    """The repository root (where docs/ lives): the current directory if it has pyproject.toml,
+    else the checkout this package was installed from in editable mode."""
+    cwd = Path.cwd()
+    if (cwd / "pyproject.toml").is_file():
+        return cwd
+    return Path(__file__).resolve().parents[3]
+
+
+def scenario_from_json(d: dict) -> ScenarioResult:
+    """A scenario as stored in a results JSON (``docs/results/``), with its summaries and ratios recomputed."""
+    records = {k: [RequestRecord.from_dict(r) for r in v] for k, v in d["records"].items()}
+    sums = {k: summarize(v, k) for k, v in records.items()}
+    comps = compare(sums, records, fcfs="fcfs", oracle="oracle" if "oracle" in sums else None)
+    svc = d.get("service_times") or service_stats(records.get("fcfs", []))
+    return ScenarioResult(Scenario(d["name"], [], d.get("settings") or {}), records, sums, comps, svc,
+                          d.get("backend_stats") or {}, d.get("workload") or {}, d.get("wall_s") or 0.0)
 
 
 def _s(x: float, digits: int = 2) -> str:

@@ -28,8 +28,8 @@ overhead       added latency of the LiteLLM plugin and of the wrapper at zero co
 queue          ``benchmarks/queue_ops.py``: µs per enqueue + dispatch at 1k/10k/100k waiters
 =============  ==========================================================================
 
-Data: ShareGPT from ``$SJF_BENCH_DATA_DIR`` (default ``../shared/data/conversations``
-beside the repository), only prompts of the held-out test split by prompt of ``sjf train``
+Data: ``sharegpt.jsonl`` (docs/data.md: the format, its public source) from the folder
+``$SJF_BENCH_DATA_DIR``, else ``$SJF_DATA_DIR`` (a clear error when neither is set), only prompts of the held-out test split by prompt of ``sjf train``
 (the shipped predictor never trained on them). The real-backend section needs llama-cpp-python (its own
 virtualenv; see docs/benchmarks.md): ``$SJF_BENCH_LLAMA_PYTHON`` (default
 ``/opt/llama-venv/bin/python``), ``$SJF_BENCH_GGUF`` (default: the GGUF inside the
@@ -51,12 +51,13 @@ import urllib.request
 from pathlib import Path
 
 from sjf_lab.bench import report
+from sjf_lab.bench.report import repo_root
 from sjf_lab.bench import workload as wl
 from sjf_lab.bench.backend import EmulatorBackend, ExternalBackend
 from sjf_lab.bench.paths import ProxyPath, WrapperPath
 from sjf_lab.bench.policies import resolve
-from sjf_lab.bench.runner import BenchResult, Scenario, ScenarioResult, environment, pool, run_async
-from sjf_lab.bench.stats import RequestRecord, compare, service_stats, summarize, to_jsonable
+from sjf_lab.bench.runner import BenchResult, Scenario, environment, pool, run_async
+from sjf_lab.bench.stats import to_jsonable
 
 SECTIONS = ("burst", "burst-wrapper", "poisson", "replay", "real", "overhead", "queue")
 
@@ -74,18 +75,13 @@ QUEUE = dict(sizes="1000,10000,100000", ops=20000, repeat=3, promotions="default
 QUEUE_SLOW = dict(sizes="1000,10000", ops=2000, repeat=1, promotions="aging", levels="pending", policies="sjf")
 
 
-def repo_root() -> Path:
-    """The repository root (where docs/ lives): the current directory if it has pyproject.toml,
-    else the checkout this package was installed from in editable mode."""
-    cwd = Path.cwd()
-    if (cwd / "pyproject.toml").is_file():
-        return cwd
-    return Path(__file__).resolve().parents[3]
-
-
 def data_dir() -> Path:
-    d = os.environ.get("SJF_BENCH_DATA_DIR")
-    return Path(d) if d else repo_root().parent / "shared" / "data" / "conversations"
+    """The folder of the conversation data: ``$SJF_BENCH_DATA_DIR``, else ``$SJF_DATA_DIR``."""
+    d = os.environ.get("SJF_BENCH_DATA_DIR") or os.environ.get("SJF_DATA_DIR")
+    if not d:
+        raise SystemExit("sjf bench --docs needs the conversation data (docs/data.md): set SJF_BENCH_DATA_DIR "
+                         "(or SJF_DATA_DIR) to the folder holding sharegpt.jsonl")
+    return Path(d)
 
 
 def _sharegpt() -> list[wl.Row]:
@@ -109,15 +105,6 @@ def _result_to_json(result: BenchResult, extra: dict | None = None) -> dict:
     if extra:
         d.update(extra)
     return d
-
-
-def _scenario_from_json(d: dict) -> ScenarioResult:
-    records = {k: [RequestRecord.from_dict(r) for r in v] for k, v in d["records"].items()}
-    sums = {k: summarize(v, k) for k, v in records.items()}
-    comps = compare(sums, records, fcfs="fcfs", oracle="oracle" if "oracle" in sums else None)
-    svc = d.get("service_times") or service_stats(records.get("fcfs", []))
-    return ScenarioResult(Scenario(d["name"], [], d.get("settings") or {}), records, sums, comps, svc,
-                          d.get("backend_stats") or {}, d.get("workload") or {}, d.get("wall_s") or 0.0)
 
 
 def _rounded(obj, digits: int = 4):

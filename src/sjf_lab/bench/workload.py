@@ -14,7 +14,7 @@ Scenarios (paper §5):
   class mix), Poisson arrivals at a target ρ.
 
 Data rows are JSON objects with ``prompt`` (str) and ``response_tokens`` (or
-``answer_tokens``, int >= 0), e.g. ``../shared/data/conversations/sharegpt.jsonl``.
+``answer_tokens``, int >= 0), e.g. ``conversations/sharegpt.jsonl`` (docs/data.md: the format, its public sources).
 Prompt text stays in memory only: it is sent to the backend under test and never
 logged or written anywhere except the emulator trace file the bench itself makes.
 """

@@ -3,7 +3,7 @@
 Examples::
 
     # burst of 25 Short + 25 Long ShareGPT prompts through a real LiteLLM proxy, emulator backend
-    sjf bench --data ../shared/data/conversations/sharegpt.jsonl --scenario burst
+    sjf bench --data conversations/sharegpt.jsonl --scenario burst
 
     # Poisson arrivals at three loads through the openai_sjf wrapper
     sjf bench --data sharegpt.jsonl --scenario poisson --rho 0.55,0.74,0.85 --path wrapper
@@ -34,7 +34,7 @@ def _floats(s: str) -> list[float]:
 def add_arguments(p) -> None:
     g = p.add_argument_group("workload")
     g.add_argument("--data", default=None,
-                   help="JSONL of {prompt, response_tokens} (e.g. ../shared/data/conversations/sharegpt.jsonl); "
+                   help="JSONL of {prompt, response_tokens} (format and public sources: docs/data.md); "
                         "default: the prompt set shipped with sjf_core")
     g.add_argument("--scenario", default="burst",
                    help="comma-separated: burst, poisson, replay, app-burst, held-burst (default burst). held-burst: "

@@ -36,7 +36,7 @@ LONG_MIN = 800
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--data", default=None, help="JSONL with {prompt, response_tokens}; default: the shipped demo prompts")
+    p.add_argument("--data", default=None, help="JSONL with {prompt, response_tokens} (docs/data.md); default: the shipped demo prompts")
     p.add_argument("--n-short", type=int, default=20, help="Short prompts drawn from --data (default 20)")
     p.add_argument("--n-long", type=int, default=20, help="Long prompts drawn from --data (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and the submission order")

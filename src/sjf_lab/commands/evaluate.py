@@ -3,10 +3,10 @@ predictors on the fixed held-out split (by prompt), per source, with peers in th
 
 Examples::
 
-    sjf eval --data ../shared/data/conversations                      # default vs Model A vs length rule
-    sjf eval --data ../shared/data/conversations --model models/x.onnx --json
-    sjf eval --data ../shared/data/conversations --cross-source        # paper Table 7 style matrix
-    sjf eval --data ../shared/data/conversations --loso                # leave-one-source-out (model selection)
+    sjf eval --data conversations/                      # default vs Model A vs length rule
+    sjf eval --data conversations/ --model models/x.onnx --json
+    sjf eval --data conversations/ --cross-source        # paper Table 7 style matrix
+    sjf eval --data conversations/ --loso                # leave-one-source-out (model selection)
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ HELP = "evaluate length predictors on held-out-by-prompt data: ranking accuracy,
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--data", nargs="+", required=True, help="JSONL files, directories or globs (as for sjf train)")
+    p.add_argument("--data", nargs="+", required=True,
+                   help="JSONL files, directories or globs of {prompt, response_tokens, model} lines (as for "
+                        "sjf train; the format and its public sources: docs/data.md)")
     p.add_argument("--model", action="append", default=[],
                    help="ONNX model to evaluate (repeatable); 'default' = the shipped model. "
                         "Default: the shipped model and the paper's Model A (models/reference/)")
@@ -49,7 +51,9 @@ def add_arguments(p) -> None:
     p.add_argument("--cap", type=int, default=40,
                    help="LOSO: at most this many answer rows per prompt (multi-model files; default 40, 0 = all)")
     p.add_argument("--boot", type=int, default=200, help="LOSO: bootstrap resamples of prompts (default 200)")
-    p.add_argument("--cache-dir", default=None, help="LOSO feature cache (default $SJF_CACHE_DIR or /work/cache/sjf)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="LOSO feature cache (default: $SJF_CACHE_DIR, else the user cache directory "
+                        "$XDG_CACHE_HOME/clairvoyant-sjf, i.e. ~/.cache/clairvoyant-sjf on Linux; docs/data.md)")
     p.add_argument("--calibration-report", action="store_true",
                    help="LOSO: calibration of expected tokens per decile on the out-of-family predictions")
     p.add_argument("--write-calibration", default=None, metavar="JSON",

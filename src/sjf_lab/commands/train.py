@@ -2,10 +2,10 @@
 
 Examples::
 
-    sjf train --data ../shared/data/conversations --name paper_v1 --preset paper --layout v1
-    sjf train --data ../shared/data/conversations --name default --preset general \
+    sjf train --data conversations/ --name paper_v1 --preset paper --layout v1
+    sjf train --data conversations/ --name default --preset general \
               --calibration models/default.calibration.json      # the shipped default (docs/predictor.md)
-    sjf train --data ../shared/data/conversations --name default_v2 --preset rank --layout v2
+    sjf train --data conversations/ --name default_v2 --preset rank --layout v2
     sjf train --base models/default.onnx --data my_logs.jsonl --name my_domain
 """
 

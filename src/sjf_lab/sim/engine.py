@@ -93,7 +93,7 @@ def simulate(
         idle_s: the quiet period between warm-up and workload, seconds.
         warmup_speedup: the backend is this many times faster during the warm-up (a
             backend whose speed changed, e.g. another model loaded).
-        fairness: fair shares across tenants (a :class:`~sjf_core.policy._tenants.Fairness` or
+        fairness: fair shares across tenants (a :class:`~sjf_core.settings._tenants.Fairness` or
             its spec, e.g. "user"; None / "off": none): the pending structure is then a
             :class:`~sjf_core.policy._fair_share.TenantPending` over ``policy.new_pending()``,
             each job's tenant taken from ``metas[i].tenant`` — the same structure the
@@ -110,7 +110,7 @@ def simulate(
     klass = wl.klass
     tokens = wl.tokens
     from sjf_core.policy._fair_share import pending_of
-    from sjf_core.policy._tenants import Fairness
+    from sjf_core.settings import Fairness
 
     pending = pending_of(policy, Fairness.parse(fairness if fairness is not None else "off"))
     if hasattr(pending, "slots"):

@@ -36,7 +36,8 @@ from sjf_lab.sim.engine import simulate
 from sjf_lab.sim.noise import PredictorModel, measured_ranking_accuracy
 from sjf_lab.sim.box_experiments import box_comparison, box_markdown
 from sjf_lab.sim.pool_experiments import pool_comparison, pool_markdown
-from sjf_lab.sim.workload import SHAREGPT_MIX, WorkloadSpec, burst_workload, poisson_workload
+from sjf_lab.sim.workload import (PAPER_MIX, WorkloadSpec, burst_workload, poisson_workload, spec_ours,  # noqa: F401
+                                  spec_paper, spec_table1)
 
 #: Paper Table 10: short-request P50 sojourn (s) at ρ = 0.74 for FCFS, τ = 1×, 2×, 3×, ∞.
 PAPER_TABLE10 = {
@@ -45,23 +46,7 @@ PAPER_TABLE10 = {
     2.0: (20.60, 10.10, 11.65, 13.38, 8.21),
 }
 TAUS = ("1x", "2x", "3x", "off")
-PAPER_MIX = (0.7, 0.2, 0.1)
 PAPER_ACCURACY = 0.76
-
-
-def spec_table1(c2: float | None = None) -> WorkloadSpec:
-    """Table-1 calibration (means and per-class C² fit), ShareGPT mix; ``c2`` is ignored."""
-    return WorkloadSpec(c2=None, c2_scope="class", class_mix=SHAREGPT_MIX)
-
-
-def spec_ours(c2: float) -> WorkloadSpec:
-    """Table-1 class means, ShareGPT mix, the given C² within each class."""
-    return WorkloadSpec(c2=c2, c2_scope="class", class_mix=SHAREGPT_MIX)
-
-
-def spec_paper(c2: float) -> WorkloadSpec:
-    """Our reading of the paper's §5.6 setup: C² of the whole distribution, mix 70/20/10."""
-    return WorkloadSpec(c2=c2, c2_scope="total", class_mix=PAPER_MIX)
 
 
 # ---- running ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 ``policy_of("sjf", tau=2.0, promotion="one-in-k", k=3)`` is
 ``make_policy("sjf", tau=2.0, promotion=PromotionSettings("one-in-k", k=3))``: ``tau``,
 ``initial_short_service_s`` and ``weights`` go to the policy, ``promotion`` (the rule's name)
-and the rule parameters to :class:`sjf_core.config.PromotionSettings`. Tooling only: the
+and the rule parameters to :class:`sjf_core.settings.PromotionSettings`. Tooling only: the
 runtime takes the typed settings.
 """
 

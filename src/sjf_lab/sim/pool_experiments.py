@@ -2,7 +2,7 @@
 
 Every row of one table runs on the same arrivals, service times and predictions per seed
 (common random numbers); statistics are averaged over seeds. Workload: the Table-1
-calibration (:func:`~sjf_lab.sim.experiments.spec_table1`), Poisson arrivals at ρ = λ·E[S] /
+calibration (:func:`~sjf_lab.sim.workload.spec_table1`), Poisson arrivals at ρ = λ·E[S] /
 Σ speeds, predictor of ranking accuracy 0.765 (the shipped model's measured Eq. 2 on held-out
 ShareGPT), ``sjf-tokens`` with the default starvation guard; the oracle rows order by the
 true length with τ off.
@@ -26,7 +26,7 @@ from sjf_core.policy._entry import LONG, SHORT
 from sjf_core.policy._policies import make_policy
 from sjf_lab.sim.noise import PredictorModel
 from sjf_lab.sim.pool import simulate_pool
-from sjf_lab.sim.workload import burst_workload, poisson_workload
+from sjf_lab.sim.workload import burst_workload, poisson_workload, spec_table1
 
 ACCURACY = 0.765
 EQUAL_ROWS = (
@@ -85,8 +85,6 @@ def _table(spec, rows, speeds, rho: float | None, n: int, seeds: int) -> dict:
 
 def pool_comparison(n: int = 2000, seeds: int = 5) -> dict:
     """Both tables (module docstring); a JSON-able dict."""
-    from sjf_lab.sim.experiments import spec_table1
-
     spec = spec_table1()
     out: dict = {"n": n, "seeds": seeds, "accuracy": ACCURACY, "equal": {}, "speeds": {}}
     for k in (2, 4):

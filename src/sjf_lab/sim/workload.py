@@ -164,3 +164,23 @@ def burst_workload(spec: WorkloadSpec, counts=(50, 0, 50), seed: int = 0) -> Wor
     service = _class_gamma(spec, klass, rng)
     n = len(klass)
     return Workload(np.zeros(n), service, klass.astype(np.int64), service * spec.tokens_per_s)
+
+
+# ---- the setups of the experiments (:mod:`.experiments`, :mod:`.pool_experiments`) ---------
+#: The class mix of our reading of the paper's §5.6 setup (Short, Medium, Long).
+PAPER_MIX = (0.7, 0.2, 0.1)
+
+
+def spec_table1(c2: float | None = None) -> WorkloadSpec:
+    """Table-1 calibration (means and per-class C² fit), ShareGPT mix; ``c2`` is ignored."""
+    return WorkloadSpec(c2=None, c2_scope="class", class_mix=SHAREGPT_MIX)
+
+
+def spec_ours(c2: float) -> WorkloadSpec:
+    """Table-1 class means, ShareGPT mix, the given C² within each class."""
+    return WorkloadSpec(c2=c2, c2_scope="class", class_mix=SHAREGPT_MIX)
+
+
+def spec_paper(c2: float) -> WorkloadSpec:
+    """Our reading of the paper's §5.6 setup: C² of the whole distribution, mix 70/20/10."""
+    return WorkloadSpec(c2=c2, c2_scope="total", class_mix=PAPER_MIX)

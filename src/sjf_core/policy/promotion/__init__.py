@@ -13,13 +13,14 @@ from sjf_core.policy.promotion._base import (REQUEST_OVERHEAD_TOKENS, TOKEN_KEY_
                                              PromotionRule, PromotionStrategy, work_tokens)
 from sjf_core.policy.promotion._fcfs_bound import DEFAULT_FCFS_FLOOR, DEFAULT_FCFS_SLACK, FCFSBound
 from sjf_core.policy.promotion._max_wait import MaxWait
-from sjf_core.policy.promotion._registry import PROMOTIONS, RULES, build_rule, make_promotion, with_max_wait
+from sjf_core.policy.promotion._registry import (PROMOTIONS, RULES, build_rule, check_settings, make_promotion,
+                                                with_max_wait)
 from sjf_core.policy.promotion._threshold import OneInK, Strict
 from sjf_core.policy.promotion._work_aging import DEFAULT_SLOWDOWN, WorkAging
 from sjf_core.policy.promotion._work_bound import DEFAULT_WORK_SLACK, WorkBound
 
 __all__ = [
-    "PromotionStrategy", "PromotionRule", "PendingView", "make_promotion", "build_rule", "with_max_wait", "PROMOTIONS", "RULES",
+    "PromotionStrategy", "PromotionRule", "PendingView", "make_promotion", "build_rule", "check_settings", "with_max_wait", "PROMOTIONS", "RULES",
     "Strict", "OneInK", "Aging", "AgedSJF", "FCFSBound", "WorkAging", "WorkBound", "MaxWait",
     "REQUEST_OVERHEAD_TOKENS", "TOKEN_KEY_SPAN", "WIRE_DEFAULTS", "work_tokens", "DEFAULT_AGING_HORIZON",
     "DEFAULT_FCFS_FLOOR", "DEFAULT_FCFS_SLACK", "DEFAULT_SLOWDOWN", "DEFAULT_WORK_SLACK",

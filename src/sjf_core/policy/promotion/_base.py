@@ -28,7 +28,7 @@ import heapq
 import math
 from typing import Any, Protocol
 
-from sjf_core.config import PromotionSettings
+from sjf_core.settings import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy._service import ServiceStats
 from sjf_core.policy._tau import TauEstimator

@@ -16,7 +16,7 @@ import heapq
 import math
 from typing import Any
 
-from sjf_core.config import PromotionSettings
+from sjf_core.settings import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._backlog import Backlog
 from sjf_core.policy.promotion._base import PromotionRule, band_top, check

@@ -1,9 +1,10 @@
 """Promotion rules by name: :func:`make_promotion` / :func:`build_rule` build one fresh
-strategy for one pending structure from :class:`~sjf_core.config.PromotionSettings`.
+strategy for one pending structure from :class:`~sjf_core.settings.PromotionSettings`.
 
-The settings are checked once, when made (:func:`check_settings`): every option by the rule
+The rules own the check of those settings (:func:`check_settings`): every option by the rule
 that owns it, whichever rule is chosen (a bad ``horizon`` is an error even under
-"work-bound"), so a typo never passes silently.
+"work-bound"), so a typo never passes silently. It runs wherever settings enter the policy
+room (:func:`make_promotion`, ``Policy``) and at the config boundary, once per distinct value.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 
-from sjf_core.config import DEFAULT_PROMOTION, PromotionSettings
+from sjf_core.settings import DEFAULT_PROMOTION, PromotionSettings
 from sjf_core.policy.promotion._aged_sjf import AgedSJF
 from sjf_core.policy.promotion._aging import Aging
 from sjf_core.policy.promotion._base import PromotionRule, check
@@ -48,8 +49,8 @@ def with_max_wait(rule: PromotionRule, max_wait_s: float | None) -> PromotionRul
 
 @functools.lru_cache(maxsize=256)
 def check_settings(s: PromotionSettings) -> None:
-    """Check every parameter of ``s`` by the rule that owns it, whichever rule is chosen (what
-    :class:`~sjf_core.config.PromotionSettings` runs when it is made; once per distinct value).
+    """Check every parameter of ``s`` by the rule that owns it, whichever rule is chosen (the
+    policy room's check of :class:`~sjf_core.settings.PromotionSettings`; once per distinct value).
 
     Raises:
         ValueError: an unknown rule or a parameter out of its range (named in the message).
@@ -70,10 +71,10 @@ def make_promotion(name: "str | PromotionSettings | None" = None, *, key_span: f
 
     Args:
         name: a rule name (one of :data:`PROMOTIONS`; None:
-            :data:`sjf_core.config.DEFAULT_PROMOTION`) with the rule parameters given here
-            (None: the defaults of :class:`~sjf_core.config.PromotionSettings`, which checks
-            them all), or checked :class:`~sjf_core.config.PromotionSettings` (then nothing
-            else is given and nothing is checked again).
+            :data:`sjf_core.settings.DEFAULT_PROMOTION`) with the rule parameters given here
+            (None: the defaults of :class:`~sjf_core.settings.PromotionSettings`), or
+            :class:`~sjf_core.settings.PromotionSettings` (then nothing else is given); either
+            way checked by :func:`check_settings`.
         key_span: "aging" / "work-aging" key units of the policy (> 0).
 
     Raises:
@@ -88,6 +89,7 @@ def make_promotion(name: "str | PromotionSettings | None" = None, *, key_span: f
         settings = name
     else:
         settings = PromotionSettings(rule=name, **given)
+    check_settings(settings)
     check("aging", "key_span", key_span, strict=True)  # the key-based rules' own unit, checked whichever is chosen
     return build_rule(settings.rule or DEFAULT_PROMOTION, settings, key_span)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sjf_core.config import PromotionSettings
+from sjf_core.settings import PromotionSettings
 from sjf_core.policy._entry import Entry
 from sjf_core.policy.promotion._base import TOKEN_KEY_SPAN, PromotionRule, check
 

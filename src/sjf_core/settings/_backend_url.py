@@ -1,4 +1,4 @@
-"""One queue key per real backend: normalise a backend base URL.
+"""One queue key per real backend (:func:`normalise`), and how a key is shown (:func:`backend_label`).
 
 ``normalise(url) -> str``. Never raises. Two URLs that reach the same server on the
 same machine get the same key, so their deployments share one admission queue:
@@ -11,7 +11,7 @@ same machine get the same key, so their deployments share one admission queue:
   either is ``scheme://host[:port]/v1``;
 * a trailing slash, a query and a fragment are dropped; credentials are kept (two
   accounts on one host are one machine, but the key is never logged with them:
-  :func:`sjf_core.ext._metrics.backend_label` strips them).
+  :func:`backend_label` strips them).
 
 Anything that is not an ``http(s)://`` URL (``"model:gpt"``, ``"default"``) is only
 stripped of surrounding blanks and trailing slashes.
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import functools
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ALIASES = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", "localhost.localdomain", "ip6-localhost"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _API_ROOT = "/v1"
 
-__all__ = ["normalise", "LOOPBACK"]
+__all__ = ["normalise", "backend_label", "LOOPBACK"]
 
 
 def normalise(url: Any) -> str:
@@ -60,3 +60,18 @@ def _normalised(s: str) -> str:
     if path in ("", _API_ROOT):
         path = _API_ROOT
     return f"{scheme}://{netloc}{path}"
+
+
+def backend_label(key: Any) -> str:
+    """A queue key as logs, messages and the ``backend`` metrics label show it: the URL
+    without credentials, query or fragment. Never raises; at most 200 characters."""
+    s = str(key or "default")
+    try:
+        parts = urlsplit(s)
+        if parts.scheme and parts.netloc:
+            host = parts.netloc.rsplit("@", 1)[-1]
+            s = urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        pass
+    # A label must encode as UTF-8, or the whole exposition (LiteLLM's /metrics too) fails.
+    return s[:200].encode("utf-8", "replace").decode("utf-8")

@@ -10,7 +10,8 @@
   send none: global, per backend, per tenant (tenant beats backend beats global).
 
 Never raises on request data: a missing or unreadable value gives no tenant / the default.
-Configuration errors raise :class:`ValueError` naming the setting.
+Configuration errors raise :class:`ValueError` naming the setting. Settings of the ground
+(:mod:`sjf_core.settings`): the policy and admission rooms take them as they are.
 """
 
 from __future__ import annotations
@@ -20,12 +21,23 @@ import hashlib
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol, TypeVar
 
 from sjf_core._faults import note_fault
-from sjf_core.policy._policies import RequestMeta
+from sjf_core.settings._backend_url import normalise
 
 log = logging.getLogger("sjf_core.policy")
+
+
+class _Intent(Protocol):
+    """What :meth:`IntentDefaults.apply` reads of a request's metadata (a frozen dataclass:
+    :class:`sjf_core.RequestMeta`)."""
+
+    explicit_priority: bool
+    deadline_s: float | None
+
+
+_M = TypeVar("_M", bound=_Intent)
 
 FAIRNESS_MODES = ("off", "key", "team", "user")
 DEFAULT_FAIRNESS = "key"
@@ -197,8 +209,6 @@ class IntentDefaults:
             return {"default_priority": _opt_int(d.get("default_priority"), f"{where} default_priority"),
                     "default_deadline_s": _opt_pos(d.get("default_deadline_s"), f"{where} default_deadline_s")}
 
-        from sjf_core.admission._backend_url import normalise
-
         return cls(_opt_int(priority, "default_priority"), _opt_pos(deadline_s, "default_deadline_s"),
                    {normalise(k): one(v, f"backend {k}") for k, v in (backends or {}).items()},
                    {str(k): one(v, f"tenant {k}") for k, v in (tenants or {}).items()})
@@ -217,8 +227,8 @@ class IntentDefaults:
             return self.backends[backend][name]
         return self.priority if name == "default_priority" else self.deadline_s
 
-    def apply(self, meta: RequestMeta, backend: str | None = None, tenant: str | None = None,
-              fairness: Fairness | None = None) -> RequestMeta:
+    def apply(self, meta: _M, backend: str | None = None, tenant: str | None = None,
+              fairness: Fairness | None = None) -> _M:
         """``meta`` with the defaults filled in where the request sent nothing. Never raises."""
         try:
             changes = {}

@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from sjf_core.admission._backend_url import normalise
-from sjf_core.config import AUTO, DISCONNECT_MODES, check_slots  # noqa: F401  (AUTO, DISCONNECT_MODES: re-exported)
-from sjf_core.policy._tenants import IntentDefaults
+from sjf_core.config._where import FAILED, Where
+from sjf_core.settings import AUTO, IntentDefaults, check_slots, normalise
 
 RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
 _OFF = ("off", "0", "false", "no", "none")
@@ -25,8 +24,9 @@ FILE_KEYS = ("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_w
              "on_disconnect", "lease_ttl_s", "drain_max_s", "probe_timeout_s", "predictor", "status_port",
              "scheduler_factory", "disabled", "overload", "rate_limit", "redis_url", "redis", "fairness",
              "default_priority", "default_deadline_s", "tenants", "show_tenant_names", "memory", "memory_path",
-             "plugins", "metrics", "metrics_port", "metrics_addr", "pool", *RETIRED)
-_BACKEND_KEYS = ("slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority", "default_deadline_s")
+             "plugins", "metrics", "metrics_port", "metrics_addr", "pool", "boxes", "box_order", *RETIRED)
+_BACKEND_KEYS = ("slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority", "default_deadline_s",
+                 "box")
 
 #: Environment variable -> (file key, parser).
 ENV = {
@@ -42,7 +42,8 @@ ENV = {
     "SJF_DEFAULT_PRIORITY": ("default_priority", str), "SJF_DEFAULT_DEADLINE_S": ("default_deadline_s", str),
     "SJF_MEMORY": ("memory", str), "SJF_MEMORY_PATH": ("memory_path", str), "SJF_PLUGINS": ("plugins", str),
     "SJF_METRICS": ("metrics", str), "SJF_METRICS_PORT": ("metrics_port", str),
-    "SJF_METRICS_ADDR": ("metrics_addr", str), "SJF_POOL": ("pool", str),
+    "SJF_METRICS_ADDR": ("metrics_addr", str), "SJF_POOL": ("pool", str), "SJF_BOXES": ("boxes", str),
+    "SJF_BOX_ORDER": ("box_order", str), "SJF_BACKEND_BOX": ("backend_box_env", json.loads),
 }
 #: ``SJF_REDIS_*`` -> (Redis store option, parser); each beats the file's ``redis`` map.
 REDIS_ENV = {
@@ -105,47 +106,6 @@ def backend_url(url: Any, what: str) -> str:
     if parts.scheme.lower() not in BACKEND_SCHEMES or not parts.hostname:
         raise ValueError(f"{what}: backend URL {u!r} does not parse: write http://HOST:PORT/v1 (or https://)")
     return u
-
-
-class Where:
-    """Names settings in error messages and wraps their parsing."""
-
-    def __init__(self, names: Mapping[str, str]):
-        self.names = names
-
-    def __call__(self, key: str) -> str:
-        return self.names.get(key, key)
-
-    def among(self, *keys: str) -> str:
-        """The names of those of ``keys`` that were set (for a check that spans several)."""
-        named = [self.names[k] for k in keys if k in self.names]
-        files = {n.split(": ", 1)[0] for n in named if n.startswith("SJF_CONFIG file ")}
-        if len(files) == 1 and all(n.startswith("SJF_CONFIG file ") for n in named):  # one file: name it once
-            return f"{files.pop()}: " + " / ".join(n.split(": ", 1)[1] for n in named)
-        return " / ".join(dict.fromkeys(named)) or " / ".join(keys)
-
-    def check(self, key: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"bad SJF setting {self(key)}: {exc}") from None
-
-    def conv(self, key: str, value: Any, conv: Callable) -> Any:
-        if isinstance(value, bool):
-            raise ValueError(f"bad SJF setting {self(key)}: {value!r} is not a {conv.__name__}")
-        return self.check(key, lambda: conv(value))
-
-    def positive(self, key: str, value: Any) -> float:
-        v = self.conv(key, value, float)
-        if not v > 0:
-            raise ValueError(f"bad SJF setting {self(key)}: must be > 0, got {value!r}")
-        return v
-
-    def port(self, key: str, value: Any) -> int:
-        n = self.conv(key, value, int)
-        if not 0 <= n <= 65535:
-            raise ValueError(f"bad SJF setting {self(key)}: a TCP port is 0..65535, got {value!r}")
-        return n
 
 
 def slots_value(v: Any, what: str) -> Any:
@@ -230,27 +190,36 @@ def _tenants(tenants: Any, path: str) -> dict:
     return {str(k): dict(v) for k, v in tenants.items()}
 
 
-def apply_env(raw: dict, where: dict, env: Mapping[str, str]) -> None:
-    """Lay the ``SJF_*`` variables of ``env`` over ``raw`` (empty ones are unset). Raises ValueError."""
+def apply_env(raw: dict, where: dict, env: Mapping[str, str], problems: list[str] | None = None) -> None:
+    """Lay the ``SJF_*`` variables of ``env`` over ``raw`` (empty ones are unset). A variable
+    that does not parse raises ValueError, or, with ``problems``, is left out and its message
+    appended there (every one is reported)."""
+    w = Where({}, problems)
+
     def get(name: str) -> str | None:
         v = env.get(name)
         return None if v is None or str(v).strip() == "" else str(v).strip()
 
-    for var, (key, parse) in ENV.items():
-        v = get(var)
-        if v is None:
-            continue
+    def parsed(var: str, v: str, key: str, parse) -> Any:
         try:
-            raw[key] = parse(v)
+            return parse(v)
         except ValueError as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{v!r} is not a valid {key}"
             raise ValueError(f"bad SJF_* environment setting: {var}: {msg}") from None
+
+    for var, (key, parse) in ENV.items():
+        v = get(var)
+        if v is None or (value := w.step(lambda: parsed(var, v, key, parse))) is FAILED:
+            continue
+        raw[key] = value
         where[key] = var
     for key in ("disabled", "show_tenant_names"):
         if where.get(key, "").startswith("SJF_") and isinstance(raw.get(key), str):
             raw[key] = _bool(raw[key])
     if get("SJF_BACKEND_SLOTS"):
-        raw["backend_slots_env"] = parse_backend_slots(get("SJF_BACKEND_SLOTS"))
+        slots = w.step(lambda: parse_backend_slots(get("SJF_BACKEND_SLOTS")))
+        if slots is not FAILED:
+            raw["backend_slots_env"] = slots
     redis = dict(raw.get("redis") or {})
     for var, (name, parse) in REDIS_ENV.items():
         v = get(var)
@@ -258,13 +227,21 @@ def apply_env(raw: dict, where: dict, env: Mapping[str, str]) -> None:
             try:
                 redis[name] = parse(v)
             except ValueError:
-                raise ValueError(f"bad SJF_* environment setting: {var}={v!r} is not a valid "
-                                 f"{parse.__name__}") from None
+                w.step(lambda: _bad_redis_env(var, v, parse))
+                continue
             where["redis"] = var if where.get("redis", "").startswith("SJF_CONFIG") or "redis" not in where \
                 else f"{where['redis']} / {var}"
     if redis:
         raw["redis"] = redis
     raw["retired"] = list(raw.get("retired") or []) + [v for v in RETIRED_ENV if get(v)]
+    if problems is None:
+        w.raise_problems()  # the one problem, as it always was
+    else:
+        problems[:] = w.problems
+
+
+def _bad_redis_env(var: str, v: str, parse) -> None:
+    raise ValueError(f"bad SJF_* environment setting: {var}={v!r} is not a valid {parse.__name__}")
 
 
 def parse_backend_slots(text: str) -> dict:

@@ -1,49 +1,19 @@
 """Composite values of :mod:`sjf_core.config`: backends by queue key, tenant shares, intent
 defaults and the LiteLLM-plugin settings, built from the ``raw`` mapping of
-:mod:`sjf_core._config_read`. Each raises ValueError naming the setting.
+:mod:`sjf_core.config._read`. Each raises ValueError naming the setting.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
 
-from sjf_core._config_read import AUTO, DISCONNECT_MODES, Where, slots_value
-from sjf_core.admission._overload import OverloadConfig
-from sjf_core.admission._ratelimit import RateLimit
-from sjf_core.ext._labels import backend_label
-from sjf_core.policy._tenants import Fairness, IntentDefaults
+from sjf_core.config._read import slots_value
+from sjf_core.config._where import FAILED, Where
+from sjf_core.settings import (AUTO, DISCONNECT_MODES, BoxSettings, Fairness, IntentDefaults, OverloadConfig,
+                               RateLimit, backend_label)
 
-__all__ = ["merge_backends", "fairness", "intent_defaults", "adapter", "redis_url"]
-
-#: URL schemes redis-py connects with.
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-
-def _shown(url: str) -> str:
-    """``url`` for an error message, credentials (anything before an ``@``) hidden."""
-    return ("***@" + url.rsplit("@", 1)[1]) if "@" in url else url
-
-
-def redis_url(url: Any) -> str:
-    """A Redis URL redis-py can use, checked (its scheme, a numeric port).
-
-    Raises:
-        ValueError: what is wrong, with the URL's credentials hidden.
-    """
-    u = str(url).strip()
-    try:
-        parts = urlsplit(u)
-        parts.port  # noqa: B018 (parses the port: ValueError when it is not a number)
-    except ValueError:
-        raise ValueError(f"{_shown(u)!r} is not a valid Redis URL (is the port a number?)") from None
-    if parts.scheme.lower() not in REDIS_SCHEMES:
-        raise ValueError(f"{_shown(u)!r} has no Redis scheme: write redis://HOST:PORT/DB (or rediss://, unix://PATH), "
-                         f"e.g. redis://{_shown(u) if '://' not in u else 'localhost:6379'}/0")
-    if parts.scheme.lower() == "unix" and not parts.path:
-        raise ValueError(f"{_shown(u)!r} names no socket path: write unix:///path/to/redis.sock")
-    return u
+__all__ = ["merge_backends", "fairness", "intent_defaults", "adapter"]
 
 
 def merge_backends(out: dict, per_url: Mapping, env_slots: Mapping, queue_key: Callable[[Any], str], w: Where,
@@ -59,7 +29,9 @@ def merge_backends(out: dict, per_url: Mapping, env_slots: Mapping, queue_key: C
         for name, value in opts.items():
             if name in ("default_priority", "default_deadline_s") or value is None:
                 continue
-            value = w.check("backends", lambda: _backend_value(name, value, url))
+            value = w.step(lambda: w.check("backends", lambda: _backend_value(name, value, url)))
+            if value is FAILED:  # a problem of w: this value is left out
+                continue
             if name in mine and mine[name] != value:
                 old = mine[name]
                 keep = min((x for x in (old, value) if x != AUTO), default=AUTO) if name == "slots" else old
@@ -82,6 +54,8 @@ def _backend_value(name: str, value: Any, url: Any) -> Any:
         return OverloadConfig.parse(value)
     if name == "rate_limit":
         return RateLimit.parse(value)
+    if name == "box":
+        return BoxSettings.parse(value, f"box of backend {url}")
     if name == "on_disconnect":
         mode = str(value).strip().lower()
         if mode not in DISCONNECT_MODES:
@@ -120,28 +94,45 @@ def intent_defaults(raw: Mapping, base: IntentDefaults, queue_key: Callable[[Any
 
 
 def adapter(raw: Mapping, base: Any, w: Where, cls) -> Any:
-    """The LiteLLM-plugin settings of ``raw``, over ``base`` (an ``AdapterConfig``)."""
+    """The LiteLLM-plugin settings of ``raw``, over ``base`` (an ``AdapterConfig``); a bad one
+    is a problem of ``w`` and keeps its ``base`` value."""
     c: dict[str, Any] = {}
+
+    def put(name: str, fn) -> None:
+        value = w.step(fn)
+        if value is not FAILED:
+            c[name] = value
+
     if "on_disconnect" in raw:
-        mode = str(raw["on_disconnect"]).strip().lower()
-        if mode not in DISCONNECT_MODES:
-            raise ValueError(f"bad SJF setting {w('on_disconnect')}: on_disconnect must be one of "
-                             f"{DISCONNECT_MODES}, got {raw['on_disconnect']!r}")
-        c["on_disconnect"] = mode
+        put("on_disconnect", lambda: _mode(raw["on_disconnect"], w))
     for key in ("probe_timeout_s", "drain_max_s"):
         if raw.get(key) is not None:
-            c[key] = w.positive(key, raw[key])
+            put(key, lambda: w.positive(key, raw[key]))
     if raw.get("status_port") is not None:
-        c["status_port"] = w.port("status_port", raw["status_port"])
+        put("status_port", lambda: w.port("status_port", raw["status_port"]))
     if "scheduler_factory" in raw:
         c["scheduler_factory"] = str(raw["scheduler_factory"]).strip() if raw["scheduler_factory"] else None
     if "disabled" in raw:
         c["disabled"] = bool(raw["disabled"])
     if "pool" in raw:
-        v = raw["pool"] if isinstance(raw["pool"], bool) else str(raw["pool"]).strip().lower()
-        if v not in (True, False, "on", "off", "true", "false"):
-            raise ValueError(f"bad SJF setting {w('pool')}: pool must be on or off, got {raw['pool']!r}")
-        c["pool"] = v in (True, "on", "true")
+        put("pool", lambda: _pool(raw["pool"], w))
+    if "boxes" in raw:
+        put("boxes", lambda: _pool(raw["boxes"], w, "boxes"))
     if raw.get("retired"):
         c["retired"] = tuple(base.retired) + tuple(raw["retired"])
     return dataclasses.replace(base, **c) if c else base
+
+
+def _mode(value: Any, w: Where) -> str:
+    mode = str(value).strip().lower()
+    if mode not in DISCONNECT_MODES:
+        raise ValueError(f"bad SJF setting {w('on_disconnect')}: on_disconnect must be one of "
+                         f"{DISCONNECT_MODES}, got {value!r}")
+    return mode
+
+
+def _pool(value: Any, w: Where, name: str = "pool") -> bool:
+    v = value if isinstance(value, bool) else str(value).strip().lower()
+    if v not in (True, False, "on", "off", "true", "false"):
+        raise ValueError(f"bad SJF setting {w(name)}: {name} must be on or off, got {value!r}")
+    return v in (True, "on", "true")
