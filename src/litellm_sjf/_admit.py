@@ -123,7 +123,8 @@ class Admission:
         old = calls.by_request(psr_id) if psr is not None else None
         if old is not None and old.cid != cid and not old.draining:
             calls.release(old, None, "rerun")
-        prediction = self.scheduler().predict(data, endpoint)
+        # an embedding has no answer to predict: unscored (FCFS order in its runner's queue)
+        prediction = self.scheduler().predict(data, endpoint) if endpoint != "embeddings" else None
         if prediction is not None:
             self.stats.scored += 1
         else:

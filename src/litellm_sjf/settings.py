@@ -72,6 +72,8 @@ env var                    file key                         meaning (default)
                                                             llama.cpp-router, serial, plain), ``cap``,
                                                             ``max_loaded``, ``keep_alive_s``, ``models:
                                                             {NAME: {slots}}``; JSON ``{URL: {...}}`` in the env
+``SJF_BOX``                ``box``                          the same settings for every backend without its own
+                                                            (JSON in the env)
 ``SJF_FAIRNESS``           ``fairness``                     fair shares across tenants: "key" (LiteLLM API key,
                                                             hashed; default), "team", "user" (the OpenAI
                                                             ``user`` field), "header:NAME", or "off"

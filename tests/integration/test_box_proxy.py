@@ -208,3 +208,35 @@ async def test_three_workers_in_redis_mode_serve_a_no_fit_box_one_model_at_a_tim
         proxy.stop()
         emu.stop()
         r.close()
+
+
+async def test_the_status_page_shows_each_box_model_loaded_and_its_runner_queue(side):
+    """The page (headless chromium) draws the Boxes section from /sjf/status: the box, its kind,
+    and a row per model runner with its slots, in flight and waiting."""
+    from playwright.async_api import async_playwright
+
+    from test_litellm_ops import CHROMIUM, CHROMIUM_ARGS, _browser_available
+
+    assert _browser_available(), f"{CHROMIUM} (Debian's chromium package) is needed for the page test"
+    side.emu.reset()
+    assert await side.chat("auto", AUTO[0]) == 200  # both runners have been used
+    held = asyncio.create_task(side.chat("chat", HOLD))
+    await wait_until(lambda: side.emu.stats()["held"] == 1, timeout=60)
+    p = side.proxy
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await (await browser.new_context()).new_page()
+            assert (await page.goto(f"http://ops:{p.master_key}@{p.host}:{p.port}/sjf/")).status == 200
+            await page.wait_for_function("document.querySelector('section[data-box] table.runners tr td')",
+                                         timeout=30_000)
+            rows = await page.evaluate("""() => [...document.querySelectorAll('section[data-box] table.runners tr')]
+                .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent)).filter(r => r.length)""")
+            title = await page.text_content("section[data-box] h3")
+        finally:
+            await browser.close()
+    side.emu.release_holds()
+    assert await held == 200
+    by_model = {r[0]: r for r in rows}
+    assert {"chat", "auto"} <= set(by_model) and "ollama" in title
+    assert by_model["chat"][1] == "yes" and by_model["chat"][3] == "1"  # loaded, the held answer in flight

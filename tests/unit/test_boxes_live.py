@@ -191,3 +191,40 @@ def test_the_startup_log_names_the_models_that_share_a_box():
         {"model_name": "alone", "litellm_params": {"model": "openai/m", "api_base": "http://127.0.0.1:8080/v1"}}]}
     lines = shared_boxes(PluginSettings(), cfg)
     assert len(lines) == 1 and "qwen2.5-coder:1.5b, qwen2.5:7b share the box http://127.0.0.1:11434/v1" in lines[0]
+
+
+def test_box_settings_are_checked_and_named_and_override_what_is_read():
+    from sjf_core.config import SchedulerConfig
+    from sjf_core.settings import BoxSettings
+
+    c = SchedulerConfig.from_env({"SJF_BACKEND_BOX": '{"http://localhost:11434": {"kind": "serial", '
+                                                     '"models": {"a": {"slots": 2}}, "cap": "none"}}',
+                                  "SJF_BOX_ORDER": "tokens", "SJF_BOXES": "off"})
+    assert c.box_settings(URL) == {"kind": "serial", "cap": None, "models": {"a": 2}}
+    assert c.box_order == "tokens" and c.adapter.boxes is False
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_env({"SJF_BACKEND_BOX": '{"http://x": {"kind": "olama", "max_loaded": 0}}',
+                                  "SJF_BOX_ORDER": "sec"})
+    msg = str(info.value)
+    assert "kind must be one of" in msg and "'olama'" in msg and "SJF_BOX_ORDER" in msg
+    with pytest.raises(ValueError, match="max_loaded must be an integer"):
+        BoxSettings.parse({"max_loaded": 0})
+    with pytest.raises(ValueError, match="unknown key"):
+        BoxSettings.parse({"slots": 2})
+    # a box that lists nothing (llama-cpp-python): said to be serial, every model is a runner
+    s = Scheduler(predictor=None, backends={URL: {"box": {"kind": "serial", "models": {"b": {"slots": 1}}}}})
+
+    async def run():
+        await s.read_box(URL, URL)
+
+    asyncio.run(run())
+    b = s.boxes.boxes[URL]
+    assert b.kind == "serial" and (b.box.cap, b.box.max_loaded) == (1, 1) and b.fit_known
+    assert s.queue_key(URL, "anything") == URL + "|anything"
+
+
+def test_order_in_tokens_is_speed_and_load_blind():
+    s = Scheduler(predictor=None, tau="off", box_order="tokens")
+    reg = s.box_registry()
+    b = reg.box(URL)
+    assert b.rule.speed_aware is False

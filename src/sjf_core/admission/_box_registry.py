@@ -97,7 +97,7 @@ class BoxRegistry:
         b.box.keep_alive_s = cfg.get("keep_alive_s", keep)
         for model, n in (cfg.get("models") or {}).items():  # the operator's slots of a model's runner
             self._set_slots(runner_key(b.key, model), n)
-        b.set_max_loaded(cfg.get("max_loaded", max_loaded), known="max_loaded" in cfg)
+        b.set_max_loaded(cfg.get("max_loaded", max_loaded), known="max_loaded" in cfg or "kind" in cfg)
         b.set_cap(cfg.get("cap", cap))
 
     async def discover(self, backend: str, api_base: str, headers: Any = None, hint: str | None = None) -> LiveBox:

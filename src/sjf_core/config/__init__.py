@@ -79,7 +79,8 @@ class SchedulerConfig:
             HTTP server that :func:`sjf_core.start_metrics` starts (never the constructor).
         adapter: LiteLLM-plugin settings. warnings: conflicts found while reading.
         box_order: the order across a many-model box's models: "seconds" (speeds and loads)
-            or "tokens" (docs/boxes.md).
+            or "tokens" (docs/boxes.md). box: the box settings of every backend without its
+            own (a :class:`BoxSettings`, or None).
     """
 
     predictor: Any = "default"
@@ -105,6 +106,7 @@ class SchedulerConfig:
     adapter: AdapterConfig = AdapterConfig()
     warnings: tuple = ()
     box_order: str = "seconds"
+    box: Any = None
 
     # ---- constructors ----------------------------------------------------------------------
     @classmethod
@@ -163,8 +165,8 @@ class SchedulerConfig:
 
     def box_settings(self, key: str) -> dict:
         """What the operator set for the box of backend ``key`` (docs/boxes.md): the fields of
-        its ``box`` settings that were given; ``{}`` when none."""
-        box = self.backend(key).box
+        its ``box`` settings (else the default ``box``) that were given; ``{}`` when none."""
+        box = self.backend(key).box or self.box
         return box.as_dict() if box is not None else {}
 
     def make_policy(self) -> "Policy":

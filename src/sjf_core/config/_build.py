@@ -18,7 +18,7 @@ from sjf_core.config import _read as _r
 from sjf_core.config._where import FAILED, Where
 from sjf_core.config import _values as _v
 from sjf_core.settings import (DISCONNECT_MODES, AdapterConfig, BackendConfig, OverloadConfig, PromotionSettings,
-                               RateLimit, RedisSettings, check_box_order)
+                               RateLimit, RedisSettings, BoxSettings, check_box_order)
 
 __all__ = ["build"]
 
@@ -70,6 +70,8 @@ def build(cls, raw: dict, where: dict, base: Any) -> Any:
                                           probe.queue_key, w, BackendConfig)
     c["backends"] = MappingProxyType(backends)
     c["warnings"] = tuple(base.warnings) + tuple(raw.get("read_warnings") or ()) + tuple(warnings)
+    if raw.get("box") is not None:
+        put("box", lambda: w.check("box", lambda: BoxSettings.parse(raw["box"], "box")))
     if "box_order" in raw:
         put("box_order", lambda: w.check("box_order", lambda: check_box_order(raw["box_order"])))
     if "redis_url" in raw:
