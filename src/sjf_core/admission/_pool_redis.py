@@ -15,7 +15,7 @@ keeps the first slot granted. It returns a :class:`PooledTicket`:
 the member's ticket, whose release also frees the pool slot. So ``slots`` per backend is never
 exceeded, whatever the pools and processes.
 
-Limits (docs/pool.md): the rule's "a predicted Long waits for a faster member" is in-process
+Limits (docs/pool.md): the rule's "wait for a busy member that finishes it earlier" is in-process
 only; each process learns a backend's failure from its own attempts (LiteLLM's retries
 carry the request meanwhile).
 """
