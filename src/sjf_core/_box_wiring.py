@@ -61,6 +61,14 @@ class BoxWiring:
 
         return split_runner_key(key)[0]
 
+    def stack_ledger(self, key: str, ledger: Any) -> None:
+        """A model runner's slot ledger (every path's: its queue, its last-resort gate) holds a
+        unit of its box's cap with each of its own (``LastResort.on_ledger``)."""
+        from sjf_core.admission._boxes import RUNNER_SEP, split_runner_key
+
+        if RUNNER_SEP in key:
+            ledger.stack(self.box_registry().box(split_runner_key(key)[0]).ledger)
+
     def attach_runner(self, key: str, queue: Any) -> None:
         """A new queue of a model runner's key joins its backend's box (others: nothing)."""
         from sjf_core.admission._boxes import RUNNER_SEP

@@ -88,6 +88,7 @@ class Scheduler(BoxWiring):
         install_default_metrics(self.listeners, self.config.metrics)
         #: each backend's in-process slot ledger and last-resort gate (admission/_last_resort.py)
         self.last_resort = LastResort(self.slots_for, self.config.lease_ttl_s, self.listeners)
+        self.last_resort.on_ledger = self.stack_ledger  # a model runner's under its box's cap
         self.memory = None
         if memory is FROM_CONFIG:
             try:

@@ -228,3 +228,29 @@ def test_order_in_tokens_is_speed_and_load_blind():
     reg = s.box_registry()
     b = reg.box(URL)
     assert b.rule.speed_aware is False
+
+
+def test_the_last_resort_gate_keeps_a_runner_s_slots_and_the_box_cap():
+    """A request whose admission failed waits at its runner's gate: the runner's ledger, stacked
+    under the box's cap, is the one the normal queues take from (DESIGN.md invariants 1, 5)."""
+    s, b = scheduler_with_box(cap=1)
+    ka, kb = s.queue_key(URL, "a"), s.queue_key(URL, "b")
+
+    async def run():
+        normal = s.ticket(ka, None, prediction=pred(50))
+        await normal.acquire()  # the box's one answer
+        gated = s.last_resort.ticket(kb, RuntimeError("admission fault"))
+        waiter = asyncio.ensure_future(gated.acquire())
+        await asyncio.sleep(0.01)
+        assert not waiter.done() and b.ledger.used == 1  # b's gate waits for the box's unit
+        other = s.ticket(ka, None, prediction=pred(10))
+        again = asyncio.ensure_future(other.acquire())
+        normal.release(50)
+        await asyncio.wait_for(waiter, 5)  # the gate's FIFO line is served first
+        assert b.ledger.used == 1 and not again.done()
+        gated.release(None)
+        await asyncio.wait_for(again, 5)
+        other.release(10)
+        assert b.ledger.used == 0
+
+    asyncio.run(run())
