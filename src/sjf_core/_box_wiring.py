@@ -113,9 +113,10 @@ class BoxWiring:
 
         return self.box_registry().queue_key(backend_key(backend), model)
 
-    async def read_box(self, backend: Any, api_base: str, headers: Any = None, hint: str | None = None) -> dict:
+    async def read_box(self, backend: Any, api_base: str, headers: Any = None, hint: str | None = None) -> str:
         """Ask the server at ``api_base`` once what it is (kind, models, the loaded ones;
-        concurrent first callers share the answer); the box's status. Never raises."""
+        concurrent first callers share the answer; later calls return at once); its kind
+        ("plain" when it did not say). Never raises."""
         from sjf_core.settings import normalise as backend_key
 
         reg, key = self.box_registry(), backend_key(backend)
@@ -124,7 +125,7 @@ class BoxWiring:
             from sjf_core.admission._box_redis import REREAD_S
 
             await reg.fresh(key, REREAD_S)
-        return b.status()
+        return b.kind
 
     def box_status(self) -> list:
         """Every box read or used so far: kind, cap, loaded models, each runner's queue."""
