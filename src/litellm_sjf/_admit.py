@@ -35,7 +35,7 @@ from sjf_core import AdmissionRejected, LastResort, Superseded, backend_key, not
 from ._calls import Call, CallRegistry
 from ._fail_open import REFUSALS, fail_open, log_fault
 from ._stats import HandlerStats
-from ._deployment import backend_slots, probe_target
+from ._deployment import OLLAMA_PROVIDERS, backend_slots, probe_target, provider_and_model
 from ._labels import OpsLabels, deployment_names, tenant_label
 from .settings import AUTO
 from ._tenancy import consume_intent, identity
@@ -48,6 +48,8 @@ ENDPOINTS = {
     "completion": "chat/completions", "acompletion": "chat/completions",
     "text_completion": "completions", "atext_completion": "completions",
     "responses": "responses", "aresponses": "responses",
+    # an embedding call holds a slot of its model's runner (an Ollama box's embedding model)
+    "embedding": "embeddings", "aembedding": "embeddings", "embeddings": "embeddings",
 }
 #: how long a refusal is repeated to the router's retries of the same call (seconds)
 REFUSAL_MEMORY_S = 600.0
@@ -121,7 +123,8 @@ class Admission:
         old = calls.by_request(psr_id) if psr is not None else None
         if old is not None and old.cid != cid and not old.draining:
             calls.release(old, None, "rerun")
-        prediction = self.scheduler().predict(data, endpoint)
+        # an embedding has no answer to predict: unscored (FCFS order in its runner's queue)
+        prediction = self.scheduler().predict(data, endpoint) if endpoint != "embeddings" else None
         if prediction is not None:
             self.stats.scored += 1
         else:
@@ -206,10 +209,35 @@ class Admission:
     def _backend_of(self, kwargs: Any) -> str:
         api_base = kwargs.get("api_base") if isinstance(kwargs, Mapping) else None
         try:
-            return self.settings.queue_key(api_base) if api_base else backend_key(f"model:{kwargs.get('model')}")
+            backend = self.settings.queue_key(api_base) if api_base else backend_key(f"model:{kwargs.get('model')}")
+            return self.runner_of(backend, kwargs)
         except Exception:
             note_fault(log, "queue name of a deployment not found; its URL is the queue key")
             return backend_key(api_base)
+
+    def runner_of(self, backend: str, params: Any) -> str:
+        """The queue key of a deployment (``kwargs`` of the deployment hook, or a deployment's
+        ``litellm_params``) whose box has been read: its model's runner when the box runs
+        models side by side (docs/boxes.md), else ``backend``. A named ``queue`` and
+        ``boxes: off`` keep the backend's key (one queue for the URL)."""
+        if not getattr(self.settings, "boxes", True) or not isinstance(params, Mapping) or \
+                not backend.startswith(("http://", "https://")):
+            return backend
+        return self.scheduler().queue_key(backend, provider_and_model(params)[1])
+
+    async def read_box(self, backend: str, params: Any) -> str:
+        """Read the deployment's box once (its first request waits for it), then
+        :meth:`runner_of`. Never raises: a box that cannot be read is one queue."""
+        if not getattr(self.settings, "boxes", True) or not isinstance(params, Mapping) or \
+                not backend.startswith(("http://", "https://")):
+            return backend
+        target = probe_target(params)
+        if target is not None:
+            provider = provider_and_model(params)[0]
+            with fail_open(self.stats, "litellm_sjf could not read a box; its URL is one queue"):
+                await self.scheduler().read_box(backend, target.api_base, target.headers,
+                                                "ollama" if provider in OLLAMA_PROVIDERS else None)
+        return self.runner_of(backend, params)
 
     def _last_resort(self) -> LastResort:
         """The scheduler's gates, or (no scheduler could be built) the plugin's own."""
@@ -242,6 +270,7 @@ class Admission:
         sched = self.scheduler()
         if self.settings.slots_for(backend) == AUTO and backend not in sched.backend_slots:
             await self._resolve_auto_slots(backend, call.probe)
+        backend = await self.read_box(backend, kwargs)  # after slots: auto, which the runners take
         t = call.ticket
         if t is not None:
             if t.running and call.backend == backend:
@@ -292,7 +321,8 @@ class Admission:
     async def resolve_auto_slots_of(self, targets: Mapping) -> None:
         """``slots: auto`` of several backends (``{backend key: ProbeTarget or None}``)."""
         sched = self.scheduler()
-        for backend, target in targets.items():
+        for key, target in targets.items():
+            backend = key.partition("|")[0]  # a runner's slots are its backend's
             if self.settings.slots_for(backend) == AUTO and backend not in sched.backend_slots:
                 await self._resolve_auto_slots(backend, target)
 

@@ -109,7 +109,7 @@ class PoolRouting:
         self.calls = calls
         self.stats = stats
 
-    def _pooled(self, deployments: Any, request_kwargs: Any) -> tuple[Call, dict] | None:
+    async def _pooled(self, deployments: Any, request_kwargs: Any) -> tuple[Call, dict] | None:
         """The call and its candidates by backend key, or None (not pooled)."""
         s = self.settings
         if s.disabled or not s.pool or not isinstance(deployments, list):
@@ -124,14 +124,15 @@ class PoolRouting:
             base = _params(d).get("api_base")
             if not isinstance(base, str) or not base.strip().lower().startswith(("http://", "https://")):
                 return None  # a hosted deployment in the group: LiteLLM's own routing
-            groups.setdefault(s.queue_key(base), []).append(d)
+            key = await self.admission.read_box(s.queue_key(base), _params(d))
+            groups.setdefault(key, []).append(d)
         return (call, groups) if len(groups) >= 2 else None
 
     async def filter(self, model: Any, deployments: Any, messages: Any, request_kwargs: Any) -> Any:
         """See the module docstring."""
         found = None
         with fail_open(self.stats, "litellm_sjf pool routing failed; LiteLLM routes the request"):
-            found = self._pooled(deployments, request_kwargs)
+            found = await self._pooled(deployments, request_kwargs)
             if found is not None:
                 call, groups = found
                 kept = await self._keep(call, groups)

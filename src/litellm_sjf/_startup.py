@@ -20,6 +20,9 @@ with (:func:`litellm_sjf._stream_pump.proxy_config_path`) and logs each warning 
 on the ``litellm_sjf`` logger; returns the warnings (``[]`` outside a proxy). Never
 raises. Warnings name backends by :func:`sjf_core.backend_label` (no credentials).
 
+``shared_boxes(settings, config)`` says which models of the model list share one backend URL
+(a many-model box) and how they are admitted; logged at INFO by ``run_startup_checks``.
+
 ``check_redis_in_background(settings)`` PINGs a configured Redis store once, off the start-up
 path, and logs one WARNING naming ``SJF_REDIS_URL`` when it cannot be reached.
 
@@ -103,6 +106,27 @@ def config_warnings(settings: Any, config: Mapping | None) -> list[str]:
     return warnings
 
 
+def shared_boxes(settings: Any, config: Mapping | None) -> list[str]:
+    """One line per backend URL that several models of the model list share: which models,
+    and how the plugin admits them (docs/boxes.md). Pure; never raises."""
+    try:
+        by_url: dict[str, set] = {}
+        for p in _deployments(config or {}):
+            base = p.get("api_base")
+            if isinstance(base, str) and base.strip():
+                model = provider_and_model(p)[1]
+                by_url.setdefault(settings.queue_key(base), set()).add(model or "?")
+        off = not getattr(settings, "boxes", True)
+        how = ("one queue per URL (boxes: off)" if off else
+               "a queue per model runner once the box says it runs them side by side (Ollama, LM Studio, "
+               "llama-swap, llama.cpp router), else one queue for the URL")
+        return [f"models {', '.join(sorted(ms))} share the box {backend_label(url)}: {how}"
+                for url, ms in sorted(by_url.items()) if len(ms) > 1]
+    except Exception as exc:  # a start-up line must never stop the proxy
+        log.debug("shared boxes unreadable (%s)", type(exc).__name__)
+        return []
+
+
 _done = False
 
 
@@ -123,6 +147,8 @@ def run_startup_checks(settings: Any) -> list[str]:
         _done = True
         for w in warnings:
             log.warning("litellm_sjf: %s", w)
+        for line in shared_boxes(settings, config):
+            log.info("litellm_sjf: %s", line)
         return warnings
     except Exception as exc:
         log.debug("start-up checks failed (%s)", type(exc).__name__)

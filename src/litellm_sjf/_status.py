@@ -3,7 +3,8 @@
 
 * :func:`handler_status` assembles ``SJFHandler.status()`` (synchronous, counters): ``{"backends":
   {key: {"slots", "in_flight", "waiting", "store", "tau_s", "tau_used", "stats", "promotion",
-  "slowdown"[, "tenants"]}}, "pools", "tracked_calls", "draining", "tokens_per_s", "counters",
+  "slowdown"[, "tenants"]}}, "pools", "boxes" (docs/boxes.md: per box its kind, cap, models
+  loaded, loads, and per model runner its queue), "tracked_calls", "draining", "tokens_per_s", "counters",
   "probes", "memory", "last_resort", "settings"}`` — numbers, names and hashes, never prompt text.
   ``counters`` are the plugin's (:class:`litellm_sjf._stats.HandlerStats`) plus
   ``store_fail_open``: requests the Redis store admitted through its per-process queue while
@@ -141,7 +142,8 @@ def handler_status(scheduler: Any, calls: Any, stats: Any, rates: Any, settings:
     counters["store_fail_open"] = sum(int(getattr(q.stats, "failopen", 0)) for q in
                                       (scheduler.queues.values() if scheduler is not None else ()))
     pools = scheduler.pools.status() if scheduler is not None and scheduler.pools is not None else []
-    return {"backends": backends, "pools": pools, "tracked_calls": tracked, "draining": draining,
+    boxes = scheduler.box_status() if scheduler is not None else []
+    return {"backends": backends, "pools": pools, "boxes": boxes, "tracked_calls": tracked, "draining": draining,
             "tokens_per_s": rates.as_dict(), "counters": counters, "probes": probes,
             "memory": scheduler.memory_status() if scheduler is not None else {"enabled": False},
             "last_resort": _last_resort_status(scheduler),

@@ -61,6 +61,19 @@ env var                    file key                         meaning (default)
                                                             several serial backends gets one queue, and each
                                                             request goes to whichever backend frees a slot
                                                             (docs/pool.md); "off": one queue per backend
+``SJF_BOXES``              ``boxes``                        "on" (default): on a box that runs several models
+                                                            side by side (Ollama, LM Studio, llama-swap, read
+                                                            from the box), a queue per model runner
+                                                            (docs/boxes.md); "off": one queue per URL
+``SJF_BOX_ORDER``          ``box_order``                    "seconds" (default): a box's models compete in
+                                                            expected seconds, loads grouped; "tokens": in
+                                                            expected tokens (speed- and load-blind)
+``SJF_BACKEND_BOX``        ``backends: {URL: {box: {...}}}``  a box's ``kind`` (ollama, lmstudio, llama-swap,
+                                                            llama.cpp-router, serial, plain), ``cap``,
+                                                            ``max_loaded``, ``keep_alive_s``, ``models:
+                                                            {NAME: {slots}}``; JSON ``{URL: {...}}`` in the env
+``SJF_BOX``                ``box``                          the same settings for every backend without its own
+                                                            (JSON in the env)
 ``SJF_FAIRNESS``           ``fairness``                     fair shares across tenants: "key" (LiteLLM API key,
                                                             hashed; default), "team", "user" (the OpenAI
                                                             ``user`` field), "header:NAME", or "off"
@@ -178,6 +191,7 @@ class PluginSettings:
     scheduler_factory = property(lambda self: self.config.adapter.scheduler_factory)
     disabled = property(lambda self: self.config.adapter.disabled)
     pool = property(lambda self: self.config.adapter.pool)
+    boxes = property(lambda self: self.config.adapter.boxes)
     retired = property(lambda self: list(self.config.adapter.retired))
 
     def fairness_config(self):

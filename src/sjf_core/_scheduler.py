@@ -21,16 +21,15 @@ from typing import Any, Callable, Mapping
 
 from sjf_core._memory_wiring import LazyEvidence, MemoryListener, memory_for
 from sjf_core.admission._base import AdmissionQueue
+from sjf_core._box_wiring import BoxWiring
 from sjf_core.admission._events import QueueEvents
 from sjf_core.admission._last_resort import LastResort
-from sjf_core.admission._pool_members import PoolRegistry
 from sjf_core.admission._ledger import attach_ledger
 from sjf_core.admission._stores import make_queue
 from sjf_core.admission._ticket import Ticket
 from sjf_core.config import SchedulerConfig
 from sjf_core.ext._hooks import install_plugins
 from sjf_core.ext._metrics import install_default_metrics
-from sjf_core.ext._pool_metrics import watch_pools
 from sjf_core.memory._core import handle_of
 from sjf_core.memory._prom import ensure_collector
 from sjf_core.policy._policies import Policy
@@ -52,7 +51,7 @@ def backend_key(url: Any) -> str:
     return normalise(url or "default")
 
 
-class Scheduler:
+class Scheduler(BoxWiring):
     """Predictor + policy + per-backend admission queues, composed from a config.
 
     Args:
@@ -84,11 +83,12 @@ class Scheduler:
         self._slots: dict[str, int] = {}
         self._lock = threading.RLock()
         self._policy_wrappers: list[Callable] = []
-        self.pools = None  # the PoolRegistry, made by the first pool()
+        self.pools = self.boxes = None  # PoolRegistry, BoxRegistry: made on first use
         self.listeners: list[QueueEvents] = list(listeners or [])
         install_default_metrics(self.listeners, self.config.metrics)
         #: each backend's in-process slot ledger and last-resort gate (admission/_last_resort.py)
         self.last_resort = LastResort(self.slots_for, self.config.lease_ttl_s, self.listeners)
+        self.last_resort.on_ledger = self.stack_ledger  # a model runner's under its box's cap
         self.memory = None
         if memory is FROM_CONFIG:
             try:
@@ -119,9 +119,10 @@ class Scheduler:
     def slots_for(self, backend: Any) -> int:
         """The slots a new queue of ``backend`` gets ("auto" not resolved yet: 1)."""
         key = backend_key(backend)
-        n = self._slots.get(key)
+        base = self.base_key(key)  # a model runner's are its backend's (OLLAMA_NUM_PARALLEL)
+        n = self._slots.get(key, self._slots.get(base))
         if n is None:
-            n = self.config.backend(key).slots
+            n = self.config.backend(base).slots
         return 1 if n == AUTO or n is None else int(n)
 
     def set_slots(self, backend: Any, slots: int) -> bool:
@@ -219,10 +220,11 @@ class Scheduler:
                     q = self._new_queue(key)
                     attach_ledger(q, self.last_resort.ledger(key))  # one bound with the gate
                     self._queues[key] = q
+                    self.attach_runner(key, q)  # a model runner: its box holds it (docs/boxes.md)
         return q
 
     def _new_queue(self, key: str) -> AdmissionQueue:
-        b, c = self.config.backend(key), self.config
+        b, c = self.config.backend(self.base_key(key)), self.config
         return make_queue(key, slots=self.slots_for(key), policy=self.make_policy(), lease_ttl_s=c.lease_ttl_s,
                           listeners=self.listeners, overload=b.overload, rate_limit=b.rate_limit,
                           fairness=c.fairness, redis_url=c.redis_url, redis=c.redis)
@@ -234,12 +236,7 @@ class Scheduler:
 
     def pool(self, backends: Any):
         """The pool of these backends (URLs or keys): :mod:`sjf_core.admission._pool` (Redis: ``_pool_redis``)."""
-        with self._lock:
-            if self.pools is None:
-                PoolRegistry.of(self)
-                if self.config.metrics:
-                    watch_pools(self.pools)  # the pools' Prometheus view (read at scrape time)
-            return self.pools.pool(backend_key(b) for b in backends)
+        return self.pool_registry().pool(backend_key(b) for b in backends)
 
     def ticket(
         self,
@@ -267,10 +264,11 @@ class Scheduler:
         """
         prediction = self.predict(body, endpoint) if prediction is None else prediction
         key = backend_key(backend)  # once: queue and metadata defaults look it up as is
-        t = self.queue(key).ticket(prediction, self.meta(key, body, headers, api_key, team, request_id), arrival)
+        meta = self.meta(key, body, headers, api_key, team, request_id)
+        t = self.queue(key).ticket(prediction, meta, arrival)
         if self.memory is not None:
             t.entry.evidence = handle_of(prediction)
-        return t
+        return self.box_ticket(key, t, prediction, meta, arrival)  # Redis: a contended box's turn
 
     def meta(self, backend: Any, body: Any, headers: Mapping[str, str] | None = None, api_key: Any = None,
              team: Any = None, request_id: str | None = None):

@@ -34,6 +34,7 @@ def families() -> dict[str, tuple[str, frozenset[str]]]:
     -> (type, label names)."""
     from prometheus_client import CollectorRegistry
 
+    from sjf_core.ext._box_metrics import _BoxCollector
     from sjf_core.ext._families import Families
     from sjf_core.ext._pool_metrics import _PoolCollector
     from sjf_core.memory._prom import MemoryCollector
@@ -42,7 +43,8 @@ def families() -> dict[str, tuple[str, frozenset[str]]]:
     for metric in vars(Families(CollectorRegistry())).values():
         out[metric._name + ("_total" if metric._type == "counter" else "")] = (
             metric._type, frozenset(metric._labelnames))
-    for fam in [*MemoryCollector().collect(), *_PoolCollector().collect()]:  # collectors read at scrape time
+    for fam in [*MemoryCollector().collect(), *_PoolCollector().collect(),  # collectors read at scrape time
+                *_BoxCollector().collect()]:
         labels = set(getattr(fam, "_labelnames", ())) | {k for sample in fam.samples for k in sample.labels}
         out[fam.name + ("_total" if fam.type == "counter" else "")] = (fam.type, frozenset(labels))
     return out

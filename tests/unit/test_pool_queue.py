@@ -242,3 +242,30 @@ def test_a_slot_held_through_the_last_resort_gate_is_not_handed_to_the_pool():
         await settle()
 
     asyncio.run(main())
+
+
+def test_a_request_that_waits_for_a_much_faster_busy_member_shows_in_the_view_and_goes_there():
+    """Speeds 1 : 20: a Long waits for the fast member (a clear gain), the view names it, and
+    it runs there once that one frees; the slow member meanwhile takes the next request."""
+    async def main():
+        s = sched()
+        pool = s.pool([A, B])
+        fast, slow = (m for m in pool.members if m.key == A), (m for m in pool.members if m.key == B)
+        fast, slow = next(fast), next(slow)
+        fast.s_per_token, slow.s_per_token = 0.001, 0.02
+        hold = s.queue(A).ticket(pred(100))
+        await hold.acquire()  # the fast member busy, expected free in ~0.1 s
+        order: list = []
+        long = admit(s, pool, 2000, order)  # 2 s on the fast one, 40 s on the slow one
+        await settle()
+        assert pool.status()["reserved"] == 1 and order == []
+        view = await pool.view()
+        assert [r["for_member"] for r in view["reserved"]] == [A]
+        short = admit(s, pool, 50, order)  # the slow member is not left idle
+        t_short = await short
+        assert t_short.queue.name == B
+        hold.release(100)
+        t_long = await long
+        assert t_long.queue.name == A
+        t_long.release(2000), t_short.release(50)
+    asyncio.run(main())

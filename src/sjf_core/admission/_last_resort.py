@@ -226,11 +226,15 @@ class LastResort:
         self._gates: dict[str, Gate] = {}
         self._logged: set[str] = set()
         self._lock = threading.Lock()
+        #: called with ``(key, ledger)`` when a ledger is made: a model runner's is stacked
+        #: under its box's cap there (the composition sets it; docs/boxes.md)
+        self.on_ledger: Callable[[str, SlotLedger], None] | None = None
 
     def ledger(self, backend: Any) -> SlotLedger:
-        """The backend's ledger (made on first use with ``slots_for(key)`` slots)."""
+        """The backend's ledger (made on first use with ``slots_for(key)`` slots; ``on_ledger``
+        is told)."""
         key = normalise(backend or "default")
-        led = self._ledgers.get(key)
+        led, made = self._ledgers.get(key), False
         if led is None:
             with self._lock:
                 led = self._ledgers.get(key)
@@ -241,6 +245,12 @@ class LastResort:
                         note_fault(log, f"slots of backend {backend_label(key)} unknown; its gate holds 1")
                         slots = 1
                     led = self._ledgers[key] = SlotLedger(key, slots)
+                    made = True
+        if made and self.on_ledger is not None:
+            try:
+                self.on_ledger(key, led)
+            except Exception:
+                note_fault(log, f"ledger of {backend_label(key)} not stacked under its box; its own slots hold")
         return led
 
     def resize(self, backend: Any, slots: int) -> None:

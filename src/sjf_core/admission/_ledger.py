@@ -15,6 +15,13 @@ own on top of requests the normal queue already has in flight.
 * :meth:`SlotLedger.give` — hand a unit back: to the first waiter, else to the local
   queues that watch the ledger (woken on their own loops, :meth:`SlotLedger.watch`).
 
+A ledger may have a ``parent`` (:meth:`SlotLedger.stack`): the box-wide cap of a box that
+serves several models, above each model runner's ledger (docs/boxes.md). A unit of the child
+is then only held together with a unit of the parent: :meth:`try_take` takes both or none,
+:meth:`take` waits for the child's then the parent's, :meth:`give` hands both back. So every
+path that holds a runner's unit (its queue, the gate, a Redis grant) also holds the box's,
+and the box never runs more than its cap.
+
 Thread-safe: a lock guards the counts for a compare-and-set only, never while calling
 out; waiters on another loop are woken with ``call_soon_threadsafe``.
 """
@@ -54,6 +61,14 @@ class SlotLedger:
         self._lock = threading.Lock()
         self._line: collections.deque[_Waiter] = collections.deque()
         self._watchers: list[Any] = []
+        self.parent: SlotLedger | None = None  # the box-wide cap above this runner's, or None
+
+    def stack(self, parent: "SlotLedger") -> None:
+        """Hold a unit of ``parent`` with each unit of this ledger (module docstring); the
+        parent wakes this ledger's watchers when it frees a unit."""
+        self.parent = parent
+        for q in list(self._watchers):
+            parent.watch(q)
 
     @property
     def waiting(self) -> int:
@@ -61,12 +76,17 @@ class SlotLedger:
         return sum(1 for w in list(self._line) if not w.gone)
 
     def try_take(self) -> bool:
-        """Take a unit if one is free and nobody waits in line; True if taken."""
+        """Take a unit if one is free and nobody waits in line (and the parent's, if any);
+        True if taken."""
         with self._lock:
-            if self.used < self.slots and not self._line:
-                self.used += 1
-                return True
+            if not (self.used < self.slots and not self._line):
+                return False
+            self.used += 1
+        if self.parent is not None and not self.parent.try_take():
+            with self._lock:
+                self.used -= 1
             return False
+        return True
 
     async def take(self, timeout: float | None = None) -> None:
         """Take a unit, waiting in FIFO order.
@@ -75,6 +95,15 @@ class SlotLedger:
             asyncio.TimeoutError: ``timeout`` seconds passed (nothing is held).
             asyncio.CancelledError: the caller was cancelled (nothing is held).
         """
+        await self._take_own(timeout)
+        if self.parent is not None:
+            try:
+                await self.parent.take(timeout)
+            except BaseException:
+                self._give_own()
+                raise
+
+    async def _take_own(self, timeout: float | None) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
             if self.used < self.slots and not self._line:
@@ -92,12 +121,18 @@ class SlotLedger:
                 owned = w.handed
                 w.gone = True
             if owned:  # a unit reached us as we left: pass it on
-                self.give()
+                self._give_own()
             raise
 
     def give(self, source: Any = None) -> None:
         """Hand one unit back: to the first waiter in line, else free it and wake the
-        watching queues (but ``source``, which dispatches by itself)."""
+        watching queues (but ``source``, which dispatches by itself); the parent's unit
+        held with it goes back to the parent."""
+        self._give_own(source)
+        if self.parent is not None:
+            self.parent.give(source)
+
+    def _give_own(self, source: Any = None) -> None:
         with self._lock:
             w = None
             while self._line:
@@ -137,10 +172,13 @@ class SlotLedger:
             _wake(q)
 
     def watch(self, queue: Any) -> None:
-        """Wake ``queue`` (a local queue) when a unit is freed and nobody waits in line."""
+        """Wake ``queue`` (a local queue) when a unit is freed and nobody waits in line
+        (here or, stacked, in the parent)."""
         with self._lock:
             if queue not in self._watchers:
                 self._watchers.append(queue)
+        if self.parent is not None:
+            self.parent.watch(queue)
 
     def status(self) -> dict:
         """``{"slots", "held", "waiting"}`` (numbers only)."""

@@ -70,6 +70,9 @@ class LocalAdmissionQueue(AdmissionQueue):
     #: the backend's in-process :class:`~sjf_core.admission._ledger.SlotLedger`, shared with
     #: every other path to it (the gate, Redis grants); None: this queue's count alone
     ledger = None
+    #: the :class:`~sjf_core.admission._boxes.BoxGate` of a model runner on a many-model box
+    #: (asked before each grant: the box's cap, loaded set and turn), or None
+    gate = None
 
     def __init__(
         self,
@@ -294,6 +297,8 @@ class LocalAdmissionQueue(AdmissionQueue):
         pending, stats, grants, ledger = self.pending, self.stats, self.grants, self.ledger
         reserved = False  # a unit of the ledger taken for the next grant
         while self._in_flight < self.slots and len(pending):
+            if self.gate is not None and not reserved and not self.gate.may_start(self):
+                break  # the box holds this runner back (its cap, its loaded set, another's turn)
             if ledger is not None and not reserved:
                 if not ledger.try_take():  # another path (gate, Redis grant) holds the room
                     break

@@ -7,7 +7,7 @@ Contract:
   backend's queue does); its capacity is the sum of its members' free slots.
 * ``ticket = await pool.admit(prediction, meta, arrival, make_ticket)`` waits in the pool;
   when a member has a free slot the head goes **to that member**
-  (:class:`~sjf_core.policy._pool_rule.PoolRule` picks which), and the waiter then takes a
+  (:class:`~sjf_core.policy._placement.Placement` picks which: where it finishes first), and the waiter then takes a
   ticket on that member's own admission queue (``make_ticket(backend_key)``), returned
   *running*. Every release path is that queue's (exactly-once release, leases, probes), and
   that queue is the backend's one slot ledger: a slot taken meanwhile by a request outside
@@ -16,9 +16,9 @@ Contract:
   the pool, nothing held), and whatever ``make_ticket`` or the member ticket's ``acquire``
   raise (the member queue's refusals); after any raise the caller owns nothing.
 * Work-conserving (DESIGN.md invariant 3) across the members: an arrival, a release on any
-  member, a member coming back and a reservation's expiry dispatch at once, no polling. The
-  one deliberate wait is the rule's: a predicted Long may wait for a faster member that frees
-  in time (docs/pool.md).
+  member, a member coming back and a reservation's re-check dispatch at once, no polling. The
+  one deliberate wait is the rule's: a request may wait for a busy member only when that one
+  finishes it earlier by a clear margin (docs/boxes.md, "Placement").
 
 Runs on one event loop (the proxy's); members' queues notify it through
 :class:`~sjf_core.admission._pool_members.MemberWatch`.
@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from sjf_core._faults import note_fault
 from sjf_core.policy._fair_share import pending_of
-from sjf_core.policy._pool_rule import PoolRule
+from sjf_core.policy._placement import Placement
 
 log = logging.getLogger("sjf_core.admission.pool")
 
@@ -46,7 +46,7 @@ class PoolStats:
 
     enqueued: int = 0
     dispatched: int = 0
-    reserved: int = 0  # predicted Longs that waited for a faster member
+    reserved: int = 0  # requests that waited for a busy member that finishes them earlier
     cancelled: int = 0
     max_waiting: int = 0
 
@@ -73,7 +73,7 @@ class PoolQueue:
         self.pending = pending_of(policy, fairness)
         if hasattr(self.pending, "slots"):
             self.pending.slots = sum(m.slots for m in self.members)
-        self.rule = PoolRule(self.members)
+        self.rule = Placement(self.members)
         self.stats = PoolStats()
         self._seq = itertools.count()
         self._futures: dict = {}  # waiting entry -> its future (resolved with a member)
@@ -175,10 +175,10 @@ class PoolQueue:
             note_fault(log, "pool dispatch failed; the next release or arrival dispatches again", level=logging.ERROR)
 
     def _dispatch(self, now: float) -> None:
-        for entry, member in self.rule.ready(now):
-            self._hand(entry, member, now)
+        while (go := self.rule.ready(now)) is not None:
+            self._hand(*go, now)
         pending = self.pending
-        while len(pending) and self.rule.any_free():
+        while len(pending) and self.rule.any_free(now):
             entry = pending.pop(now)
             if entry is None:
                 break

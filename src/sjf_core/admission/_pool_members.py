@@ -2,7 +2,7 @@
 
 Contract:
 
-* :class:`LiveMember` is a :class:`~sjf_core.policy._pool_rule.PoolMember` whose free slots
+* :class:`LiveMember` is a :class:`~sjf_core.policy._box.Runner` whose free slots
   are read from the backend's own admission queue and its in-process slot ledger
   (:mod:`sjf_core.admission._ledger`, shared with the last-resort gate): ``slots − units held
   or waited for − waiting there − slots handed to pool waiters not yet taken``. So a
@@ -31,7 +31,8 @@ from typing import Any, Callable
 from sjf_core._faults import note_fault
 from sjf_core.admission._events import QueueEvents
 from sjf_core.policy._entry import class_of_tokens
-from sjf_core.policy._pool_rule import PoolMember
+from sjf_core.policy._box import MIN_SPEED_TOKENS, Runner
+from sjf_core.policy.promotion import REQUEST_OVERHEAD_TOKENS
 
 log = logging.getLogger("sjf_core.admission.pool")
 
@@ -41,7 +42,7 @@ DOWN_RETRY_S = 1.0
 MAX_RETRY_S = 10.0
 
 
-class LiveMember(PoolMember):
+class LiveMember(Runner):
     """One backend of one or more pools (module docstring). ``queue``: its admission queue."""
 
     def __init__(self, key: str, queue: Any, clock: Callable[[], float] = time.monotonic):
@@ -55,7 +56,18 @@ class LiveMember(PoolMember):
         self.failures = 0
         self.watch: MemberWatch | None = None  # its queue's listener (PoolRegistry.member)
         self.ledger_wake: Any = None  # its ledger's watcher (PoolRegistry.member)
+        self.live_box: Any = None  # its LiveBox when it is a model runner of a many-model box
         self._recovery: asyncio.Task | None = None
+
+    @property
+    def busy_elsewhere(self) -> int:
+        """Slots of its ledger held by paths the watch does not see (the last-resort gate)."""
+        ledger = getattr(self.queue, "ledger", None) if hasattr(self, "queue") else None
+        return max(0, ledger.used - len(self.running)) if ledger is not None else 0
+
+    @busy_elsewhere.setter
+    def busy_elsewhere(self, value: int) -> None:
+        pass  # read from the ledger
 
     def free(self) -> int:
         if not self.healthy:
@@ -125,17 +137,45 @@ class MemberWatch(QueueEvents):
     def __init__(self, member: LiveMember):
         self.member = member
         self.linked: dict = {}  # the member queue's entry -> (pool, the pool's entry)
+        self.loading: dict = {}  # entries whose start loaded the runner's model
 
     def on_dispatch(self, queue, entry, wait_s: float) -> None:
         m = self.member
-        m.running[entry] = (m.clock(), m.expected_s(entry))
+        now = m.clock()
+        load_s = 0.0
+        if m.box is not None and m.box.start(m, now):  # its model was not loaded: this start loads it
+            load_s = m.load_s if m.load_s > 0 else (m.live_box.rule.default_load_s if m.live_box else 0.0)
+            self.loading[entry] = True
+            if m.live_box is not None:
+                m.live_box.loads += 1
+                m.live_box.refresh(m.model)  # does the box load it, or wait for room?
+        m.running[entry] = (now, m.expected_s(entry) + load_s)
 
     def on_complete(self, queue, entry, service_s: float, answer_tokens: int | None) -> None:
         m = self.member
         m.running.pop(entry, None)
-        m.observe(answer_tokens, service_s)
+        load_s = 0.0
+        loaded = self.loading.pop(entry, False)
+        if answer_tokens is not None and m.s_per_token > 0 and (loaded or m.live_box is not None):
+            # what the answer took beyond its generation at the runner's measured speed: a load
+            # when the start loaded the model, or (on a box) when it is far beyond: a load the
+            # tracking did not see (another worker's, an eviction): never the speed's
+            extra = service_s - (answer_tokens + REQUEST_OVERHEAD_TOKENS) * m.s_per_token
+            if loaded or (answer_tokens >= MIN_SPEED_TOKENS and extra > max(1.0, 2.0 * (service_s - extra))):
+                load_s = max(0.0, extra)
+                m.observe_load(load_s)
+                loaded = True
+        m.observe(answer_tokens, service_s, load_s)
+        if m.box is not None:
+            m.box.touch(m, m.clock())
         if not m.running:
             m.idle_since = m.clock()
+        if m.live_box is not None:
+            if loaded:
+                m.live_box.refresh()  # what the box holds now (and what fits)
+            if m.live_box.shared is not None:
+                m.live_box.shared.note_runner(m.key, m.s_per_token, m.load_s, m.clock())
+            m.live_box.wake_all(but=m)
         link = self.linked.pop(entry, None)
         if link is not None:
             pool, pool_entry = link
@@ -146,6 +186,8 @@ class MemberWatch(QueueEvents):
     def on_cancel(self, queue, entry) -> None:
         self.linked.pop(entry, None)
         self._soon()  # one waiter fewer there: a slot may be the pools' again
+        if self.member.live_box is not None:
+            self.member.live_box.wake_all(but=self.member)
 
     def _soon(self) -> None:
         """Wake the pools once the queue has finished this event (its unit back in the

@@ -15,7 +15,7 @@ keeps the first slot granted. It returns a :class:`PooledTicket`:
 the member's ticket, whose release also frees the pool slot. So ``slots`` per backend is never
 exceeded, whatever the pools and processes.
 
-Limits (docs/pool.md): the rule's "a predicted Long waits for a faster member" is in-process
+Limits (docs/pool.md): the rule's "wait for a busy member that finishes it earlier" is in-process
 only; each process learns a backend's failure from its own attempts (LiteLLM's retries
 carry the request meanwhile).
 """
@@ -27,7 +27,7 @@ import itertools
 import logging
 from typing import Any, Callable
 
-from sjf_core.policy._pool_rule import DEFAULT_MARGIN
+from sjf_core.policy._placement import TIE
 
 log = logging.getLogger("sjf_core.admission.pool")
 
@@ -206,4 +206,4 @@ class RedisPool:
         rank = {m.key: (i - turn) % max(1, len(members)) for i, m in enumerate(members)}
         known = [m.s_per_token for m in free if m.s_per_token > 0]
         fastest = min(known) if known else 0.0
-        return sorted(free, key=lambda m: (m.s_per_token > fastest * DEFAULT_MARGIN, rank[m.key]))
+        return sorted(free, key=lambda m: (m.s_per_token > fastest * (1.0 + TIE), rank[m.key]))

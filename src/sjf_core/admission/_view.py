@@ -27,7 +27,7 @@ Contract:
   :class:`~sjf_core.admission._pool.PoolQueue`): the same keys for the pool's own waiters
   (``running`` is empty: what a pool hands over runs on its members' queues), and
   ``reserved``: the waiters the pool already took from its queue that wait for one member
-  (a predicted Long waiting for a faster one: ``for_member`` its backend key; None: any).
+  (one waiting for a busy member that finishes it earlier: ``for_member`` its key; None: any).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def pool_view(pool: Any, now: float | None = None, limit: int = 100) -> dict:
     reserved = []
     for r in list(pool.rule.waiting):
         v = _request(r.entry, now)
-        v["for_member"] = getattr(r.member, "key", None)
+        v["for_member"] = getattr(r.target, "key", None)
         reserved.append(v)
     return {"store": "local", "slots": pool.slots, "in_flight": pool.in_flight, "waiting": pool.waiting,
             "promotion": _promotion(pool), "served_work": served, "running": [], "waiters": waiters[:limit],

@@ -78,6 +78,9 @@ class SchedulerConfig:
         metrics, metrics_port, metrics_addr: the default Prometheus listener on/off, and the
             HTTP server that :func:`sjf_core.start_metrics` starts (never the constructor).
         adapter: LiteLLM-plugin settings. warnings: conflicts found while reading.
+        box_order: the order across a many-model box's models: "seconds" (speeds and loads)
+            or "tokens" (docs/boxes.md). box: the box settings of every backend without its
+            own (a :class:`BoxSettings`, or None).
     """
 
     predictor: Any = "default"
@@ -102,6 +105,8 @@ class SchedulerConfig:
     metrics_addr: str = "127.0.0.1"
     adapter: AdapterConfig = AdapterConfig()
     warnings: tuple = ()
+    box_order: str = "seconds"
+    box: Any = None
 
     # ---- constructors ----------------------------------------------------------------------
     @classmethod
@@ -157,7 +162,14 @@ class SchedulerConfig:
             overload=self.overload if b.overload is None else b.overload,
             rate_limit=self.rate_limit if b.rate_limit is None else b.rate_limit,
             on_disconnect=self.adapter.on_disconnect if b.on_disconnect is None else b.on_disconnect,
+            box=b.box,
         )
+
+    def box_settings(self, key: str) -> dict:
+        """What the operator set for the box of backend ``key`` (docs/boxes.md): the fields of
+        its ``box`` settings (else the default ``box``) that were given; ``{}`` when none."""
+        box = self.backend(key).box or self.box
+        return box.as_dict() if box is not None else {}
 
     def make_policy(self) -> "Policy":
         """A fresh policy object for one queue: ``policy`` with ``tau`` and ``promotion``

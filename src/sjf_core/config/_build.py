@@ -18,7 +18,7 @@ from sjf_core.config import _read as _r
 from sjf_core.config._where import FAILED, Where
 from sjf_core.config import _values as _v
 from sjf_core.settings import (DISCONNECT_MODES, AdapterConfig, BackendConfig, OverloadConfig, PromotionSettings,
-                               RateLimit, RedisSettings)
+                               RateLimit, RedisSettings, BoxSettings, check_box_order)
 
 __all__ = ["build"]
 
@@ -60,10 +60,20 @@ def build(cls, raw: dict, where: dict, base: Any) -> Any:
     queues.update(raw.get("queues") or {})
     c["queues"] = MappingProxyType(queues)
     probe = dataclasses.replace(base, queues=c["queues"])
-    backends, warnings = _v.merge_backends(dict(base.backends), raw.get("backends") or {},
-                                          raw.get("backend_slots_env") or {}, probe.queue_key, w, BackendConfig)
+    per_url = {url: dict(opts) for url, opts in (raw.get("backends") or {}).items()}
+    if isinstance(raw.get("backend_box_env"), dict):  # SJF_BACKEND_BOX: {URL: box settings} over the file
+        for url, box in raw["backend_box_env"].items():
+            per_url.setdefault(url, {})["box"] = box
+    elif raw.get("backend_box_env") is not None:
+        w.problems.append(f"bad SJF setting {w('backend_box_env')}: must be a JSON object {{URL: box settings}}")
+    backends, warnings = _v.merge_backends(dict(base.backends), per_url, raw.get("backend_slots_env") or {},
+                                          probe.queue_key, w, BackendConfig)
     c["backends"] = MappingProxyType(backends)
     c["warnings"] = tuple(base.warnings) + tuple(raw.get("read_warnings") or ()) + tuple(warnings)
+    if raw.get("box") is not None:
+        put("box", lambda: w.check("box", lambda: BoxSettings.parse(raw["box"], "box")))
+    if "box_order" in raw:
+        put("box_order", lambda: w.check("box_order", lambda: check_box_order(raw["box_order"])))
     if "redis_url" in raw:
         c["redis_url"] = str(raw["redis_url"]) if raw["redis_url"] else None
     if raw.get("redis"):

@@ -24,8 +24,9 @@ FILE_KEYS = ("policy", "tau", "promotion", "k", "slowdown", "work_slack", "max_w
              "on_disconnect", "lease_ttl_s", "drain_max_s", "probe_timeout_s", "predictor", "status_port",
              "scheduler_factory", "disabled", "overload", "rate_limit", "redis_url", "redis", "fairness",
              "default_priority", "default_deadline_s", "tenants", "show_tenant_names", "memory", "memory_path",
-             "plugins", "metrics", "metrics_port", "metrics_addr", "pool", *RETIRED)
-_BACKEND_KEYS = ("slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority", "default_deadline_s")
+             "plugins", "metrics", "metrics_port", "metrics_addr", "pool", "boxes", "box_order", "box", *RETIRED)
+_BACKEND_KEYS = ("slots", "on_disconnect", "overload", "rate_limit", "queue", "default_priority", "default_deadline_s",
+                 "box")
 
 #: Environment variable -> (file key, parser).
 ENV = {
@@ -41,7 +42,9 @@ ENV = {
     "SJF_DEFAULT_PRIORITY": ("default_priority", str), "SJF_DEFAULT_DEADLINE_S": ("default_deadline_s", str),
     "SJF_MEMORY": ("memory", str), "SJF_MEMORY_PATH": ("memory_path", str), "SJF_PLUGINS": ("plugins", str),
     "SJF_METRICS": ("metrics", str), "SJF_METRICS_PORT": ("metrics_port", str),
-    "SJF_METRICS_ADDR": ("metrics_addr", str), "SJF_POOL": ("pool", str),
+    "SJF_METRICS_ADDR": ("metrics_addr", str), "SJF_POOL": ("pool", str), "SJF_BOXES": ("boxes", str),
+    "SJF_BOX_ORDER": ("box_order", str), "SJF_BACKEND_BOX": ("backend_box_env", json.loads),
+    "SJF_BOX": ("box", json.loads),
 }
 #: ``SJF_REDIS_*`` -> (Redis store option, parser); each beats the file's ``redis`` map.
 REDIS_ENV = {

@@ -10,8 +10,8 @@ from typing import Any, Callable, Mapping
 
 from sjf_core.config._read import slots_value
 from sjf_core.config._where import FAILED, Where
-from sjf_core.settings import (AUTO, DISCONNECT_MODES, Fairness, IntentDefaults, OverloadConfig, RateLimit,
-                               backend_label)
+from sjf_core.settings import (AUTO, DISCONNECT_MODES, BoxSettings, Fairness, IntentDefaults, OverloadConfig,
+                               RateLimit, backend_label)
 
 __all__ = ["merge_backends", "fairness", "intent_defaults", "adapter"]
 
@@ -54,6 +54,8 @@ def _backend_value(name: str, value: Any, url: Any) -> Any:
         return OverloadConfig.parse(value)
     if name == "rate_limit":
         return RateLimit.parse(value)
+    if name == "box":
+        return BoxSettings.parse(value, f"box of backend {url}")
     if name == "on_disconnect":
         mode = str(value).strip().lower()
         if mode not in DISCONNECT_MODES:
@@ -114,6 +116,8 @@ def adapter(raw: Mapping, base: Any, w: Where, cls) -> Any:
         c["disabled"] = bool(raw["disabled"])
     if "pool" in raw:
         put("pool", lambda: _pool(raw["pool"], w))
+    if "boxes" in raw:
+        put("boxes", lambda: _pool(raw["boxes"], w, "boxes"))
     if raw.get("retired"):
         c["retired"] = tuple(base.retired) + tuple(raw["retired"])
     return dataclasses.replace(base, **c) if c else base
@@ -127,8 +131,8 @@ def _mode(value: Any, w: Where) -> str:
     return mode
 
 
-def _pool(value: Any, w: Where) -> bool:
+def _pool(value: Any, w: Where, name: str = "pool") -> bool:
     v = value if isinstance(value, bool) else str(value).strip().lower()
     if v not in (True, False, "on", "off", "true", "false"):
-        raise ValueError(f"bad SJF setting {w('pool')}: pool must be on or off, got {value!r}")
+        raise ValueError(f"bad SJF setting {w(name)}: {name} must be on or off, got {value!r}")
     return v in (True, "on", "true")

@@ -107,6 +107,10 @@ class TenantPending:
         s.push(entry)
         self._size += 1
 
+    def live_entries(self) -> list[Entry]:
+        """Every tenant's live waiters (no order)."""
+        return [e for s in list(self._subs.values()) for e in s.live_entries()]
+
     def remove(self, entry: Entry) -> bool:
         s = self._subs.get(entry.tenant)
         if s is None or not s.remove(entry):

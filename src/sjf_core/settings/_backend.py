@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sjf_core.settings._box import BoxSettings
 from sjf_core.settings._overload import OverloadConfig
 from sjf_core.settings._rate_limit import RateLimit
 
@@ -43,6 +44,7 @@ class BackendConfig:
     overload: OverloadConfig | None = None
     rate_limit: RateLimit | None = None
     on_disconnect: str | None = None  # LiteLLM plugin: "probe", "drain" or "release"
+    box: BoxSettings | None = None  # a many-model box's settings (docs/boxes.md)
 
 
 @dataclass(frozen=True)
@@ -56,4 +58,5 @@ class AdapterConfig:
     scheduler_factory: str | None = None
     disabled: bool = False
     pool: bool = True  # one queue per model group of several backends (docs/pool.md)
+    boxes: bool = True  # a queue per model runner on a box that runs models side by side (docs/boxes.md)
     retired: tuple = ()  # retired keys / env vars that were set (accepted and ignored)

@@ -7,6 +7,7 @@ Examples::
     sjf simulate --scenario table10 --out sim-out  # paper Table 10 + Figure 4
     sjf simulate --scenario all --out sim-out      # every experiment, JSON + PNG
     sjf simulate --scenario pool                   # M/G/k: per-backend queues vs one pool queue
+    sjf simulate --scenario boxes --seeds 20       # many-model boxes and pools (issue 28's scenarios)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 HELP = "simulate admission policies on a virtual clock (M/G/k, bursts, paper Table 10, τ variants)"
 
 SCENARIOS = ("single", "table10", "rho", "variants", "bursts", "noise", "frontier", "guard", "speed", "tenants",
-             "pool", "all")
+             "pool", "boxes", "all")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ from sjf_core.policy._policies import RequestMeta, make_policy
 from sjf_lab.sim.policies import policy_of
 from sjf_lab.sim.engine import simulate
 from sjf_lab.sim.noise import PredictorModel, measured_ranking_accuracy
+from sjf_lab.sim.box_experiments import box_comparison, box_markdown
 from sjf_lab.sim.pool_experiments import pool_comparison, pool_markdown
 from sjf_lab.sim.workload import (PAPER_MIX, WorkloadSpec, burst_workload, poisson_workload, spec_ours,  # noqa: F401
                                   spec_paper, spec_table1)
@@ -476,6 +477,8 @@ def markdown(name: str, res: dict) -> str:
     lines: list[str] = []
     if name == "pool":
         return pool_markdown(res)
+    if name == "boxes":
+        return box_markdown(res)
     if name == "tenants":
         lines += [f"**Two tenants, ρ = {res['rho']}** (\"flood\" sends {100 * res['flood_share']:.0f}% of the "
                   f"requests, \"light\" the rest; sojourn seconds, mean of {res['seeds']} seeds × {res['n']} requests)",
@@ -622,4 +625,5 @@ def tenants(n: int = 2000, seeds: int = 5, rho: float = 0.8, flood_share: float 
 
 
 EXPERIMENTS = {"table10": table10, "rho": rho_sweep, "variants": variants, "bursts": bursts, "noise": noise,
-               "frontier": frontier, "speed": speed, "guard": guard, "tenants": tenants, "pool": pool_comparison}
+               "frontier": frontier, "speed": speed, "guard": guard, "tenants": tenants, "pool": pool_comparison,
+               "boxes": box_comparison}
