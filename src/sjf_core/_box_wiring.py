@@ -122,9 +122,14 @@ class BoxWiring:
         reg, key = self.box_registry(), backend_key(backend)
         b = await reg.discover(key, api_base, headers, hint)
         if self.config.redis_url:  # the other workers' starts: what the box holds now
-            from sjf_core.admission._box_redis import REREAD_S
+            from sjf_core.admission._box_redis import REREAD_S, contended
 
-            await reg.fresh(key, REREAD_S)
+            live = reg.boxes.get(key)
+            # Only a contended box's key needs the loaded set at enqueue; on a box that runs
+            # its models side by side a read per request only delays it (box_ticket's
+            # background refresh keeps the view, and what fits, current).
+            if live is not None and contended(live):
+                await reg.fresh(key, REREAD_S)
         return b.kind
 
     def box_status(self) -> list:
