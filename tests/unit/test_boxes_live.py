@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sjf_core import Scheduler
 from sjf_core.admission import _box_registry
@@ -146,6 +148,48 @@ def test_the_fit_is_learned_when_a_model_asked_for_is_not_loaded_twice_in_a_row(
 
     asyncio.run(run())
     assert b.box.max_loaded == 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_loaded_model_counts_once_whatever_ollama_tag_it_is_listed_or_served_under(data):
+    """Ollama lists a loaded model as ``m`` and ``m:latest``; a deployment may name either. Before
+    the fix the box's first reading kept both names: on a full box the second looked like an idle
+    model to evict, so another model could start a load beside the busy one (issue 28, stumble A)."""
+    from unittest import mock
+
+    from sjf_core.admission._box_read import BoxReport, ollama_names
+
+    models = ["a", "b", "c"]
+    served = {m: data.draw(st.sampled_from([m, m + ":latest"])) for m in models}  # the deployments' spelling
+    loaded = data.draw(st.lists(st.sampled_from(models), min_size=1, max_size=2, unique=True))
+    listed = set().union(*(data.draw(st.sampled_from([{m}, {m + ":latest"}, {m, m + ":latest"}])) for m in loaded))
+    attach_first = data.draw(st.booleans())  # runners made before the reading, or after it
+    report = BoxReport("ollama", {x for m in models for x in ollama_names(m)}, listed)
+    s = Scheduler(predictor=None, tau="off")
+    reg = s.box_registry()
+    b = reg.box(URL)
+
+    def runners():
+        return {m: s.queue(s.queue_key(URL, served[m])).gate.member for m in models}
+
+    async def read(*a, **k):
+        return report
+
+    if attach_first:
+        b.kind, b.catalogue = "ollama", set(report.catalogue)
+        runners()
+    with mock.patch.object(_box_registry, "read_box", read):
+        asyncio.run(reg.discover(URL, URL))
+    r = runners()
+    assert all(r[m].key == runner_key(URL, served[m]) for m in models)
+    assert len(b.box.loaded) == len(loaded) == len(b.status()["loaded"])
+    now = b.clock()
+    assert {m for m in models if b.box.is_loaded(r[m], now)} == set(loaded)
+    b.set_max_loaded(len(loaded), known=True)  # the box is full ...
+    for m in loaded:  # ... and every loaded model answers: no other model may start a load
+        r[m].running[object()] = (now, 1.0)
+    assert not any(b.box.allows(r[m], now) for m in models if m not in loaded)
 
 
 @pytest.mark.parametrize("kind, cap, max_loaded", [("ollama", None, 3), ("llama-swap", None, 1), ("plain", 1, None)])
