@@ -278,6 +278,10 @@ async def test_a_box_set_to_hold_one_model_never_loads_another_beside_a_busy_one
         records = emu.stats()["order"]
         assert overlapping_dispatches(records) == [], [(r["model"], r["t_in"], r["t_out"]) for r in records]
         assert emu.stats()["box"]["loads"] <= 2, [r["model"] for r in records]
+        # what the box is, once read, named as configured (issue 28's stumble D)
+        read = [line for line in proxy.log_lines() if f"box {root} (on the status page: {root}/v1) read:" in line]
+        assert len(read) == 1 and "kind ollama, holds 1 model(s) at once (set)" in read[0] \
+            and "a queue per model runner" in read[0], read
     finally:
         proxy.stop()
         emu.stop()

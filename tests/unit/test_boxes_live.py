@@ -234,7 +234,12 @@ def test_the_startup_log_names_the_models_that_share_a_box():
         {"model_name": "code", "litellm_params": {"model": "openai/qwen2.5-coder:1.5b", "api_base": URL}},
         {"model_name": "alone", "litellm_params": {"model": "openai/m", "api_base": "http://127.0.0.1:8080/v1"}}]}
     lines = shared_boxes(PluginSettings(), cfg)
-    assert len(lines) == 1 and "qwen2.5-coder:1.5b, qwen2.5:7b share the box http://127.0.0.1:11434/v1" in lines[0]
+    assert len(lines) == 1 and "qwen2.5-coder:1.5b, qwen2.5:7b share the box http://127.0.0.1:11434/v1 and " \
+        "http://localhost:11434 (on the status page: http://127.0.0.1:11434/v1)" in lines[0], lines
+    assert "an INFO line says which when the box is first read" in lines[0]
+    cfg["model_list"][1]["litellm_params"]["api_base"] = "http://localhost:11434/"  # the root, as configured
+    assert "share the box http://localhost:11434 (on the status page: http://127.0.0.1:11434/v1)" in \
+        shared_boxes(PluginSettings(), cfg)[0]
 
 
 def test_box_settings_are_checked_and_named_and_override_what_is_read():
@@ -298,3 +303,36 @@ def test_the_last_resort_gate_keeps_a_runner_s_slots_and_the_box_cap():
         assert b.ledger.used == 0
 
     asyncio.run(run())
+
+
+def test_the_first_reading_of_a_box_is_logged_with_what_it_is_and_how_it_is_admitted(caplog):
+    """Issue 28: the start-up line said "a queue per model runner once the box says …, else one
+    queue for the URL" and nothing later said which; the box was named with /v1 although the
+    root URL was configured."""
+    import logging
+    from unittest import mock
+
+    from sjf_core.admission._box_read import BoxReport
+
+    reg = BoxRegistry(lambda k: None, settings=lambda key: {"max_loaded": 1})
+
+    async def read(*a, **k):
+        return BoxReport("ollama", {"a", "a:latest", "b", "b:latest"}, {"a", "a:latest"})
+
+    async def nothing(*a, **k):
+        return None
+
+    with caplog.at_level(logging.INFO, logger="sjf_core.admission.boxes"):
+        with mock.patch.object(_box_registry, "read_box", read):
+            asyncio.run(reg.discover(URL, "http://localhost:11434"))
+        with mock.patch.object(_box_registry, "read_box", nothing):
+            asyncio.run(reg.discover("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/"))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        f"box http://localhost:11434 (on the status page: {URL}) read: kind ollama, holds 1 model(s) at once (set), box-wide cap none, "
+        f"loaded now: a; a queue per model runner",
+        "box http://127.0.0.1:8080/v1 read: it lists no models (plain): one queue for the URL"], lines
+    # later requests read nothing again: one line per box
+    with caplog.at_level(logging.INFO, logger="sjf_core.admission.boxes"):
+        asyncio.run(reg.discover(URL, "http://localhost:11434"))
+    assert len(caplog.records) == 2

@@ -116,6 +116,7 @@ class BoxRegistry:
                     note_fault(log, "box listing failed; the backend is one queue")
             self._learn(b, rep)
             await self._shared_fit(b)
+            log.info("%s", self.describe(b, api_base))
             fut.set_result(True)
         await asyncio.shield(fut)
         return self.boxes[backend]
@@ -139,6 +140,23 @@ class BoxRegistry:
         n = await self.shared.get(b.key)
         if n is not None and n >= 1 and (b.box.max_loaded is None or n < b.box.max_loaded):
             b.set_max_loaded(n, known=True)
+
+    def describe(self, b: LiveBox, api_base: str) -> str:
+        """The line logged when ``b`` is first read: what it is and how it is admitted
+        (URLs without credentials, model names and numbers only)."""
+        from sjf_core.settings import backend_label
+
+        url, key = backend_label(str(api_base).rstrip("/")), backend_label(b.key)
+        name = url if url == key else f"{url} (on the status page: {key})"
+        if b.kind not in MANY_MODEL_KINDS:
+            return f"box {name} read: it lists no models ({b.kind}): one queue for the URL"
+        box, cfg = b.box, self._settings(b.key) or {}
+        why = ("set" if "max_loaded" in cfg else f"the set kind {b.kind}'s" if "kind" in cfg else "learned"
+               if b.fit_known else f"{b.kind}'s default until the box shows fewer fit")
+        held = "all its models" if box.max_loaded is None else f"{box.max_loaded} model(s)"
+        return (f"box {name} read: kind {b.kind}, holds {held} at once ({why}), box-wide cap "
+                f"{'none' if box.cap is None else box.cap}, loaded now: {', '.join(sorted(box.loaded)) or '-'}; "
+                f"a queue per model runner")
 
     def _fixed(self, b: LiveBox) -> bool:
         return (self._settings(b.key) or {}).get("max_loaded") is not None
