@@ -111,16 +111,24 @@ def shared_boxes(settings: Any, config: Mapping | None) -> list[str]:
     and how the plugin admits them (docs/boxes.md). Pure; never raises."""
     try:
         by_url: dict[str, set] = {}
+        said: dict[str, set] = {}  # the URLs as configured
         for p in _deployments(config or {}):
             base = p.get("api_base")
             if isinstance(base, str) and base.strip():
                 model = provider_and_model(p)[1]
                 by_url.setdefault(settings.queue_key(base), set()).add(model or "?")
+                said.setdefault(settings.queue_key(base), set()).add(backend_label(base.strip().rstrip("/")))
         off = not getattr(settings, "boxes", True)
         how = ("one queue per URL (boxes: off)" if off else
                "a queue per model runner once the box says it runs them side by side (Ollama, LM Studio, "
-               "llama-swap, llama.cpp router), else one queue for the URL")
-        return [f"models {', '.join(sorted(ms))} share the box {backend_label(url)}: {how}"
+               "llama-swap, llama.cpp router), else one queue for the URL (an INFO line says which when the box is "
+               "first read)")
+
+        def name(url: str) -> str:  # as configured; the status page's name when it differs
+            key, urls = backend_label(url), sorted(said.get(url) or ())
+            return " and ".join(urls) + ("" if urls == [key] else f" (on the status page: {key})")
+
+        return [f"models {', '.join(sorted(ms))} share the box {name(url)}: {how}"
                 for url, ms in sorted(by_url.items()) if len(ms) > 1]
     except Exception as exc:  # a start-up line must never stop the proxy
         log.debug("shared boxes unreadable (%s)", type(exc).__name__)
@@ -222,8 +230,9 @@ def _show_logs() -> None:
             h = logging.StreamHandler(sys.stderr)
             h.setFormatter(logging.Formatter(fmt))
             logger.addHandler(h)
-        if log.level == logging.NOTSET or log.level > logging.INFO:
-            log.setLevel(logging.INFO)
+        for logger in (log, core):  # the core's one-time INFO lines too (a box's first reading: docs/boxes.md)
+            if logger.level == logging.NOTSET or logger.level > logging.INFO:
+                logger.setLevel(logging.INFO)
 
 
 #: Seconds the start-up PING of the Redis store may take (connect and answer).

@@ -7,6 +7,7 @@ really held (tests/backend_truth.py fails a test whose runner got more than its 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -22,7 +23,10 @@ HOLD = "Hold the chat runner for a moment, please."
 HOLD_A = "Hold model a for a moment, please."
 AUTO = [f"def f{i}(x):\n    return" for i in range(4)]
 BURST = [f"Question {i} for the model that does not fit: what is {i} plus {i}?" for i in range(10)]
-TRACE = ([{"prompt": HOLD, "answer_tokens": 3, "fault": "hold"}, {"prompt": HOLD_A, "answer_tokens": 3, "fault": "hold"}]
+LONG = [f"Write a detailed essay of several paragraphs about topic {i}, with examples." for i in range(8)]
+SHORT = [f"What is {i} plus {i}? One number." for i in range(8)]
+TRACE = ([{"prompt": p, "answer_tokens": 300} for p in LONG] + [{"prompt": p, "answer_tokens": 20} for p in SHORT]
+         + [{"prompt": HOLD, "answer_tokens": 3, "fault": "hold"}, {"prompt": HOLD_A, "answer_tokens": 3, "fault": "hold"}]
          + [{"prompt": p, "answer_tokens": 16} for p in AUTO]
          + [{"prompt": p, "answer_tokens": 30} for p in BURST]
          + [{"prompt": "warm", "answer_tokens": 2}])
@@ -240,3 +244,44 @@ async def test_the_status_page_shows_each_box_model_loaded_and_its_runner_queue(
     by_model = {r[0]: r for r in rows}
     assert {"chat", "auto"} <= set(by_model) and "ollama" in title
     assert by_model["chat"][1] == "yes" and by_model["chat"][3] == "1"  # loaded, the held answer in flight
+
+
+def overlapping_dispatches(records) -> list:
+    """Requests the box got for one model while another model's answer ran there."""
+    return [(r["model"], r["t_in"]) for r in records
+            if any(o["model"] != r["model"] and o["t_in"] < r["t_in"] < o["t_out"] for o in records)]
+
+
+async def test_a_box_set_to_hold_one_model_never_loads_another_beside_a_busy_one_from_its_first_burst():
+    """Issue 28, a fresh user's stumble: ``max_loaded: 1`` set from the start, a fresh proxy, a burst
+    a, b, a, b… (300- and 20-token answers, 50 ms apart). The box's first reading listed the loaded
+    model twice (``model-a`` and Ollama's ``model-a:latest``); the second name looked like an idle model
+    to evict, so model-b started a load while model-a answered, and a's next request came while b
+    loaded (3-5 loads in that burst, 2 in later ones). Now: at most the one switch, and never a
+    request for another model while one runs on this one-model box."""
+    box = BoxConfig(models=(ModelSpec("model-a", tokens_per_s=400, load_s=1), ModelSpec("model-b", tokens_per_s=400,
+                                                                                       load_s=1)),
+                    max_loaded=1, preload=("model-a",))
+    emu = EmulatorThread(EmulatorConfig(box=box, trace_records=TRACE))
+    root = f"http://127.0.0.1:{emu.port}"
+    proxy = LiteLLMProxy(_config(root, ("model-a", "model-b"), "ollama_chat"),
+                         env={"SJF_BACKEND_BOX": json.dumps({root: {"max_loaded": 1}})})
+    try:
+        await proxy.astart()
+        h = Box(proxy, 0, emu, "ollama_chat")
+        tasks = []
+        for i in range(8):  # a's first is a long answer: b arrives while it runs
+            for model, prompts in (("model-a", (LONG, SHORT)), ("model-b", (SHORT, LONG))):
+                tasks.append(asyncio.create_task(h.chat(model, prompts[i % 2][i])))
+                await asyncio.sleep(0.05)
+        assert await asyncio.gather(*tasks) == [200] * 16
+        records = emu.stats()["order"]
+        assert overlapping_dispatches(records) == [], [(r["model"], r["t_in"], r["t_out"]) for r in records]
+        assert emu.stats()["box"]["loads"] <= 2, [r["model"] for r in records]
+        # what the box is, once read, named as configured (issue 28's stumble D)
+        read = [line for line in proxy.log_lines() if f"box {root} (on the status page: {root}/v1) read:" in line]
+        assert len(read) == 1 and "kind ollama, holds 1 model(s) at once (set)" in read[0] \
+            and "a queue per model runner" in read[0], read
+    finally:
+        proxy.stop()
+        emu.stop()

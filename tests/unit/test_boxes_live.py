@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sjf_core import Scheduler
 from sjf_core.admission import _box_registry
@@ -148,6 +150,48 @@ def test_the_fit_is_learned_when_a_model_asked_for_is_not_loaded_twice_in_a_row(
     assert b.box.max_loaded == 1
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_loaded_model_counts_once_whatever_ollama_tag_it_is_listed_or_served_under(data):
+    """Ollama lists a loaded model as ``m`` and ``m:latest``; a deployment may name either. Before
+    the fix the box's first reading kept both names: on a full box the second looked like an idle
+    model to evict, so another model could start a load beside the busy one (issue 28, stumble A)."""
+    from unittest import mock
+
+    from sjf_core.admission._box_read import BoxReport, ollama_names
+
+    models = ["a", "b", "c"]
+    served = {m: data.draw(st.sampled_from([m, m + ":latest"])) for m in models}  # the deployments' spelling
+    loaded = data.draw(st.lists(st.sampled_from(models), min_size=1, max_size=2, unique=True))
+    listed = set().union(*(data.draw(st.sampled_from([{m}, {m + ":latest"}, {m, m + ":latest"}])) for m in loaded))
+    attach_first = data.draw(st.booleans())  # runners made before the reading, or after it
+    report = BoxReport("ollama", {x for m in models for x in ollama_names(m)}, listed)
+    s = Scheduler(predictor=None, tau="off")
+    reg = s.box_registry()
+    b = reg.box(URL)
+
+    def runners():
+        return {m: s.queue(s.queue_key(URL, served[m])).gate.member for m in models}
+
+    async def read(*a, **k):
+        return report
+
+    if attach_first:
+        b.kind, b.catalogue = "ollama", set(report.catalogue)
+        runners()
+    with mock.patch.object(_box_registry, "read_box", read):
+        asyncio.run(reg.discover(URL, URL))
+    r = runners()
+    assert all(r[m].key == runner_key(URL, served[m]) for m in models)
+    assert len(b.box.loaded) == len(loaded) == len(b.status()["loaded"])
+    now = b.clock()
+    assert {m for m in models if b.box.is_loaded(r[m], now)} == set(loaded)
+    b.set_max_loaded(len(loaded), known=True)  # the box is full ...
+    for m in loaded:  # ... and every loaded model answers: no other model may start a load
+        r[m].running[object()] = (now, 1.0)
+    assert not any(b.box.allows(r[m], now) for m in models if m not in loaded)
+
+
 @pytest.mark.parametrize("kind, cap, max_loaded", [("ollama", None, 3), ("llama-swap", None, 1), ("plain", 1, None)])
 def test_kind_defaults_and_settings_win(kind, cap, max_loaded):
     s, b = scheduler_with_box(kind=kind)
@@ -190,7 +234,12 @@ def test_the_startup_log_names_the_models_that_share_a_box():
         {"model_name": "code", "litellm_params": {"model": "openai/qwen2.5-coder:1.5b", "api_base": URL}},
         {"model_name": "alone", "litellm_params": {"model": "openai/m", "api_base": "http://127.0.0.1:8080/v1"}}]}
     lines = shared_boxes(PluginSettings(), cfg)
-    assert len(lines) == 1 and "qwen2.5-coder:1.5b, qwen2.5:7b share the box http://127.0.0.1:11434/v1" in lines[0]
+    assert len(lines) == 1 and "qwen2.5-coder:1.5b, qwen2.5:7b share the box http://127.0.0.1:11434/v1 and " \
+        "http://localhost:11434 (on the status page: http://127.0.0.1:11434/v1)" in lines[0], lines
+    assert "an INFO line says which when the box is first read" in lines[0]
+    cfg["model_list"][1]["litellm_params"]["api_base"] = "http://localhost:11434/"  # the root, as configured
+    assert "share the box http://localhost:11434 (on the status page: http://127.0.0.1:11434/v1)" in \
+        shared_boxes(PluginSettings(), cfg)[0]
 
 
 def test_box_settings_are_checked_and_named_and_override_what_is_read():
@@ -282,3 +331,36 @@ def test_in_redis_mode_only_a_contended_box_is_read_again_before_a_request(monke
     b.set_max_loaded(1, known=True)  # one model at a time: the models take turns
     asyncio.run(s.read_box(URL, URL))
     assert reads == [URL]
+
+
+def test_the_first_reading_of_a_box_is_logged_with_what_it_is_and_how_it_is_admitted(caplog):
+    """Issue 28: the start-up line said "a queue per model runner once the box says …, else one
+    queue for the URL" and nothing later said which; the box was named with /v1 although the
+    root URL was configured."""
+    import logging
+    from unittest import mock
+
+    from sjf_core.admission._box_read import BoxReport
+
+    reg = BoxRegistry(lambda k: None, settings=lambda key: {"max_loaded": 1})
+
+    async def read(*a, **k):
+        return BoxReport("ollama", {"a", "a:latest", "b", "b:latest"}, {"a", "a:latest"})
+
+    async def nothing(*a, **k):
+        return None
+
+    with caplog.at_level(logging.INFO, logger="sjf_core.admission.boxes"):
+        with mock.patch.object(_box_registry, "read_box", read):
+            asyncio.run(reg.discover(URL, "http://localhost:11434"))
+        with mock.patch.object(_box_registry, "read_box", nothing):
+            asyncio.run(reg.discover("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/"))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        f"box http://localhost:11434 (on the status page: {URL}) read: kind ollama, holds 1 model(s) at once (set), box-wide cap none, "
+        f"loaded now: a; a queue per model runner",
+        "box http://127.0.0.1:8080/v1 read: it lists no models (plain): one queue for the URL"], lines
+    # later requests read nothing again: one line per box
+    with caplog.at_level(logging.INFO, logger="sjf_core.admission.boxes"):
+        asyncio.run(reg.discover(URL, "http://localhost:11434"))
+    assert len(caplog.records) == 2

@@ -95,6 +95,35 @@ def test_the_guard_and_the_start_are_given_in_seconds_at_the_measured_speed():
     assert b["promote_in_s"] is None and b["start_in_s"] is None  # nothing measured on B yet
 
 
+def test_a_runner_waiting_for_the_box_s_turn_starts_after_the_loaded_model_s_work_and_its_load():
+    """Issue 28: model-a's waiters showed ≈ 0 s while model-b, loaded on a box that holds one
+    model, had 8 waiters ahead plus a load: the estimate now adds the box's turn."""
+    box, ka, kb = "http://127.0.0.1:11434/v1", "http://127.0.0.1:11434/v1|model-a", "http://127.0.0.1:11434/v1|model-b"
+
+    def doc(cap=None, b_rate=100.0, a_load=3.0):
+        return {"tokens_per_s": {kb: b_rate} if b_rate else {},
+                "backends": {ka: {"queue": {"slots": 1, "running": [], "waiters": [{"expected_tokens": 20},
+                                                                                   {"expected_tokens": 300}]}},
+                             kb: {"queue": {"slots": 1, "running": [{"expected_tokens": 300, "running_s": 1.0}],
+                                            "waiters": [{"expected_tokens": 100} for _ in range(8)]}}},
+                "boxes": [{"box": box, "cap": cap, "max_loaded": 1, "loaded": ["model-b"], "default_load_s": 5.0,
+                           "runners": [{"model": "model-a", "queue": ka, "loaded": False, "slots": 1, "waiting": 2,
+                                        "load_s": a_load, "tokens_per_s": None},
+                                       {"model": "model-b", "queue": kb, "loaded": True, "slots": 1, "waiting": 8,
+                                        "load_s": None, "tokens_per_s": None}]}]}
+
+    d = add_estimates(doc())
+    a = d["backends"][ka]["queue"]["waiters"]
+    # b: (300 - 100) running + 8 x 100 waiting = 1,000 tokens at 100/s = 10 s; then a's load, 3 s
+    assert a[0]["start_in_s"] == 13.0 and "start_after" not in a[0]
+    assert a[1]["start_in_s"] is None  # a's own speed unknown: what follows its first is not told
+    assert [w["start_in_s"] for w in d["backends"][kb]["queue"]["waiters"]][:2] == [2.0, 3.0]  # b's own: unchanged
+    assert add_estimates(doc(a_load=None))["backends"][ka]["queue"]["waiters"][0]["start_in_s"] == 15.0  # default load
+    for unknown in (doc(b_rate=None), doc(cap=1)):  # b's speed unknown; a cap: the turn interleaves in seconds
+        w = add_estimates(unknown)["backends"][ka]["queue"]["waiters"][0]
+        assert w["start_in_s"] is None and w["start_after"] == "box turn"
+
+
 def test_every_counter_is_in_one_group_with_what_it_counts():
     names = [n for _, _, items in COUNTER_GROUPS for n, _ in items]
     fields = [f.name for f in dataclasses.fields(HandlerStats)] + ["store_fail_open"]

@@ -116,6 +116,7 @@ class BoxRegistry:
                     note_fault(log, "box listing failed; the backend is one queue")
             self._learn(b, rep)
             await self._shared_fit(b)
+            log.info("%s", self.describe(b, api_base))
             fut.set_result(True)
         await asyncio.shield(fut)
         return self.boxes[backend]
@@ -139,6 +140,23 @@ class BoxRegistry:
         n = await self.shared.get(b.key)
         if n is not None and n >= 1 and (b.box.max_loaded is None or n < b.box.max_loaded):
             b.set_max_loaded(n, known=True)
+
+    def describe(self, b: LiveBox, api_base: str) -> str:
+        """The line logged when ``b`` is first read: what it is and how it is admitted
+        (URLs without credentials, model names and numbers only)."""
+        from sjf_core.settings import backend_label
+
+        url, key = backend_label(str(api_base).rstrip("/")), backend_label(b.key)
+        name = url if url == key else f"{url} (on the status page: {key})"
+        if b.kind not in MANY_MODEL_KINDS:
+            return f"box {name} read: it lists no models ({b.kind}): one queue for the URL"
+        box, cfg = b.box, self._settings(b.key) or {}
+        why = ("set" if "max_loaded" in cfg else f"the set kind {b.kind}'s" if "kind" in cfg else "learned"
+               if b.fit_known else f"{b.kind}'s default until the box shows fewer fit")
+        held = "all its models" if box.max_loaded is None else f"{box.max_loaded} model(s)"
+        return (f"box {name} read: kind {b.kind}, holds {held} at once ({why}), box-wide cap "
+                f"{'none' if box.cap is None else box.cap}, loaded now: {', '.join(sorted(box.loaded)) or '-'}; "
+                f"a queue per model runner")
 
     def _fixed(self, b: LiveBox) -> bool:
         return (self._settings(b.key) or {}).get("max_loaded") is not None
@@ -175,7 +193,7 @@ class BoxRegistry:
         b.catalogue = set(rep.catalogue)
         b.n_models = len({n[:-7] if n.endswith(":latest") else n for n in rep.catalogue})
         self.configure(b, rep.kind)
-        b.box.set_loaded(rep.loaded, b.clock())
+        b.box.set_loaded(self.one_name_each(b, rep.loaded), b.clock())
         b.read_at = b.clock()
         for model, n in rep.slots.items():
             self._set_slots(runner_key(b.key, model), n)
@@ -205,7 +223,23 @@ class BoxRegistry:
         m = self._member(key)
         m.model = model
         b.attach(m, queue)
+        if b.box.loaded:  # a model read as loaded before its runner existed: under the runner's name
+            b.box.set_loaded(self.one_name_each(b, b.box.loaded), b.clock())
         return b
+
+    def one_name_each(self, b: LiveBox, names) -> set:
+        """``names`` as the box's runners spell them: on Ollama a model and its ``:latest``
+        tag are one model (the runner's name where one serves it, else the name without
+        the tag), so one loaded model never counts twice: a second name would look like an
+        idle model to evict beside a busy one, letting another model start a load there."""
+        if b.kind != "ollama":
+            return set(names)
+        out = set()
+        for n in names:
+            same = ollama_names(n)
+            r = next((r.model for r in b.box.runners if r.model in same), None)
+            out.add(r if r is not None else (n[:-7] if n.endswith(":latest") else n))
+        return out
 
     # ---- the loaded set, again --------------------------------------------------------------
     def refresh(self, b: LiveBox, expect: str | None = None, every_s: float | None = None) -> None:
@@ -251,11 +285,8 @@ class BoxRegistry:
         there (the box waits for room) or one evicted although the tracking had room teach
         how many models fit, unless the operator set ``max_loaded``."""
         box = b.box
-        runners = {r.model for r in box.runners if r.model}
-        mine = {m for m in runners if (ollama_names(m) if b.kind == "ollama" else {m}) & loaded}
-        others = {n for n in loaded if not any(n in (ollama_names(m) if b.kind == "ollama" else {m}) for m in mine)}
         before = set(box.loaded)
-        box.set_loaded(mine | {n for n in others if not n.endswith(":latest") or n[:-7] not in others}, b.clock())
+        box.set_loaded(self.one_name_each(b, loaded), b.clock())
         fixed = self._fixed(b)
         held = len(box.loaded)
         missing = {m for m in expect if m not in box.loaded}

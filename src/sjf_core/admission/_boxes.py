@@ -90,7 +90,6 @@ class LiveBox:
         self.clock = clock
         self.ledger = SlotLedger(f"box:{key}", cap if cap is not None else NO_CAP)
         self.queues: dict = {}  # LiveMember -> its runner queue
-        self.loads = 0  # loads this process caused (its own tracking, corrected by the box's reports)
         self.kind = "unknown"  # what the box said it is ("ollama", "lmstudio", "llama-swap", "plain")
         self.catalogue: set = set()  # the models it serves, as it listed them
         self.n_models = 0  # how many models it listed
@@ -103,6 +102,12 @@ class LiveBox:
         self.expect: set = set()  # models sent to load since the last reading
         self.suspect: set = set()  # models sent to load that the last reading did not show
         self.refresher: Callable[..., None] | None = None  # re-reads the loaded set (its registry)
+
+    @property
+    def loads(self) -> int:
+        """Loads this process's requests started, as it tracks the box (``Box.loads``, the one
+        count: the status's ``loads``)."""
+        return self.box.loads
 
     # ---- runners ------------------------------------------------------------------------
     def attach(self, member: Any, queue: Any) -> None:
@@ -169,8 +174,8 @@ class LiveBox:
         """Numbers and model names only (the status page, the metrics)."""
         now = self.clock()
         out = self.box.status(now)
-        out.update({"kind": self.kind, "loads_seen": self.loads, "runners": [
-            {"model": m.model, "loaded": self.box.is_loaded(m, now), "slots": q.slots, "in_flight": q.in_flight,
+        out.update({"kind": self.kind, "default_load_s": self.rule.default_load_s, "runners": [
+            {"model": m.model, "queue": m.key, "loaded": self.box.is_loaded(m, now), "slots": q.slots, "in_flight": q.in_flight,
              "waiting": q.waiting, "loads": m.loads,
              "tokens_per_s": None if math.isnan(m.tokens_per_s) else round(m.tokens_per_s, 1),
              "load_s": None if math.isnan(m.load_s) else round(m.load_s, 2)}

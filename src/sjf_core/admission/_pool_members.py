@@ -147,7 +147,6 @@ class MemberWatch(QueueEvents):
             load_s = m.load_s if m.load_s > 0 else (m.live_box.rule.default_load_s if m.live_box else 0.0)
             self.loading[entry] = True
             if m.live_box is not None:
-                m.live_box.loads += 1
                 m.live_box.refresh(m.model)  # does the box load it, or wait for room?
         m.running[entry] = (now, m.expected_s(entry) + load_s)
 
