@@ -12,6 +12,9 @@ parsed config.yaml, a dict) finds:
   not known to drain (measured on LiteLLM 1.106.12: ``openai/``, ``ollama/`` and
   ``ollama_chat/`` streams are read on after the client left; others may be closed by
   LiteLLM regardless, and are then released at once: use ``probe``);
+* box settings that can take no effect (docs/boxes.md): keyed on a URL that is no
+  deployment's ``api_base``, or naming a model that no deployment on that box serves
+  (:meth:`sjf_core.config.SchedulerConfig.unused_box_settings`);
 * conflicts found while reading the plugin settings, and retired settings that are
   ignored now.
 
@@ -101,6 +104,11 @@ def config_warnings(settings: Any, config: Mapping | None) -> list[str]:
                                 f"{settings.slots_for(key)} at a time to this backend")
             if len(urls) > 1:
                 log.info("litellm_sjf: %d api_base spellings share the queue of %s", len(urls), backend_label(key))
+        core = getattr(settings, "config", None)
+        if core is not None and not (isinstance(gs, Mapping) and gs.get("store_model_in_db")):  # (else: from a DB)
+            # box settings keyed on a URL, or naming a model, that no deployment has
+            warnings += core.unused_box_settings((p.get("api_base"), provider_and_model(p)[1])
+                                                 for p in _deployments(config))
     except Exception as exc:
         log.debug("start-up checks failed (%s)", type(exc).__name__)
     return warnings

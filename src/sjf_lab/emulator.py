@@ -445,14 +445,20 @@ class Emulator:
         self.host = host
         self.port = site._server.sockets[0].getsockname()[1]
         log.info("emulator on http://%s:%d/v1 (OpenAI API) and http://%s:%d (Ollama API: /api/chat, /api/generate, "
-                 "/api/tags) (%s tok/s, %d slot(s), on_disconnect=%s)", host, self.port, host, self.port,
-                 self.config.tokens_per_s, self.config.slots, self.config.on_disconnect)
-        if self.box is not None:
-            c = self.box.config
-            log.info("box: %s; max_loaded=%d, share=%g, pending=%s, keep_alive_s=%g", ", ".join(
-                f"{m.name} ({self.box.speed_of(m):g} tok/s, {self.box.slots_of(m)} slot(s), load {m.load_s:g} s)"
-                for m in c.models), c.max_loaded, c.share, c.pending, c.keep_alive_s)
+                 "/api/tags) (%s, on_disconnect=%s)", host, self.port, host, self.port, self.serving(),
+                 self.config.on_disconnect)
         return self.port
+
+    def serving(self) -> str:
+        """What answers, for start-up lines: a box's models (each one's tokens/s, slots and load
+        time) and its settings; else the one model's tokens/s and slots (a box does not use them)."""
+        if self.box is None:
+            return f"{self.config.tokens_per_s:g} tok/s, {self.config.slots} slot(s)"
+        c = self.box.config
+        return "box: " + ", ".join(
+            f"{m.name} ({self.box.speed_of(m):g} tok/s, {self.box.slots_of(m)} slot(s), load {m.load_s:g} s)"
+            for m in c.models) + (f"; max_loaded={c.max_loaded}, share={c.share:g}, pending={c.pending}, "
+                                  f"keep_alive_s={c.keep_alive_s:g}")
 
     async def stop(self) -> None:
         """Stop serving and close open connections."""

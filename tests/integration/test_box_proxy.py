@@ -72,8 +72,12 @@ def side(request):
                             ModelSpec("embed", kind="embedding")), max_loaded=3, preload=("chat", "auto", "embed"))
     emu = EmulatorThread(EmulatorConfig(box=box, trace_records=TRACE, on_disconnect="stop"))
     port = free_port()
+    # box settings a user gets wrong (said at start-up, else harmless): a models entry with a typo
+    # on the box's URL in another spelling, and an entry on a port that no deployment uses
+    wrong = f"http://localhost:{emu.port + 1}/v1/"
+    boxes = f'{{"http://localhost:{emu.port}/v1/": {{"models": {{"chta": {{"slots": 1}}}}}}, "{wrong}": {{"cap": 1}}}}'
     proxy = LiteLLMProxy(_config(f"http://127.0.0.1:{emu.port}", ("chat", "auto", "embed"), request.param),
-                         env={"SJF_STATUS_PORT": str(port)})
+                         env={"SJF_STATUS_PORT": str(port), "SJF_BACKEND_BOX": boxes})
     try:
         proxy.start()
         yield Box(proxy, port, emu, request.param)
@@ -103,6 +107,21 @@ async def test_autocomplete_and_embeddings_never_wait_for_a_chat_answer_the_box_
     assert b["kind"] == "ollama" and b["cap"] is None
     assert {r["model"] for r in b["runners"]} >= {"chat", "auto"}
     assert all(r["in_flight"] == 0 and r["waiting"] == 0 for r in b["runners"])
+
+
+def test_box_settings_that_can_take_no_effect_are_warned_at_start_up(side):
+    """A box setting keyed on a port no deployment uses, and a models entry naming no model of the
+    box, were silently ignored: each is one WARNING of the proxy's start-up, naming the setting;
+    the box's own URL written as http://localhost:PORT/v1/ is its URL (no warning about it)."""
+    warned = [x for x in side.proxy.log_lines() if "SJF_BACKEND_BOX" in x]
+    assert len(warned) == 2 and all(x.startswith("WARNING") for x in warned), warned
+    port = side.emu.port
+    (url,) = [x for x in warned if "matches no deployment's api_base" in x]
+    assert f"SJF_BACKEND_BOX: backend http://localhost:{port + 1}/v1/ matches no" in url, url
+    assert f"(the model list's: http://127.0.0.1:{port}/v1)" in url, url
+    (model,) = [x for x in warned if "models entry" in x]
+    assert f"SJF_BACKEND_BOX: backend http://localhost:{port}/v1/: models entry 'chta' names no model" in model
+    assert "did you mean 'chat'?" in model, model
 
 
 @pytest.fixture(scope="module", params=["openai", "ollama_chat"])

@@ -298,11 +298,20 @@ def test_sjf_emulate_serves_a_box_from_flags():
                              "--max-loaded", "1", "--share", "0.5", "--preload", "chat"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        line = ""
-        while "box on" not in line:
-            line = proc.stdout.readline()
-            assert line, "sjf emulate exited before it listened"
+        lines = [""]
+        while "box on" not in lines[-1]:
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "sjf emulate exited before it listened"
+        line = lines[-1]
         assert "chat (300 tok/s, 1 slot(s), load 0.2 s)" in line and "max_loaded=1, share=0.5" in line
+        # the headers name the box's models, not a speed and slots of the whole emulator ("200.0 tok/s,
+        # 1 slot(s)": the defaults of a model that sets none, shown with each model)
+        (logged,) = [x for x in lines if "INFO emulator on http" in x]
+        (printed,) = [x for x in lines if x.startswith("emulator listening on")]
+        before_models = logged.split("(box: ", 1)[0]
+        assert "tok/s" not in before_models and "slot(s)" not in before_models, logged
+        assert "chat (300 tok/s, 1 slot(s), load 0.2 s), embed (" in logged, logged
+        assert "tok/s" not in printed and "slots=" not in printed and "a box of 2 models: chat, embed" in printed, printed
         with httpx.Client(timeout=30) as c:
             ps = c.get(f"http://127.0.0.1:{port}/api/ps").json()["models"]
             assert [m["name"] for m in ps] == ["chat:latest"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from sjf_core.settings import (AUTO, DEFAULT_POLICY, DEFAULT_PROBE_TIMEOUT_S, DEFAULT_PROMOTION,
                                DEFAULT_SHORT_SERVICE_S, DEFAULT_TAU, DISCONNECT_MODES, FAIL_MODES,
@@ -40,7 +40,7 @@ from sjf_core.settings import (AUTO, DEFAULT_POLICY, DEFAULT_PROBE_TIMEOUT_S, DE
                                BackendConfig, Fairness, IntentDefaults, OverloadConfig, PromotionSettings, RateLimit,
                                RedisSettings, check_slots, memory_salt, native_scan_disabled, normalise)
 
-from sjf_core.config import _build, _read
+from sjf_core.config import _box_check, _build, _read
 from sjf_core.config._where import SettingsError
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ class SchedulerConfig:
         adapter: LiteLLM-plugin settings. warnings: conflicts found while reading.
         box_order: the order across a many-model box's models: "seconds" (speeds and loads)
             or "tokens" (docs/boxes.md). box: the box settings of every backend without its
-            own (a :class:`BoxSettings`, or None).
+            own (a :class:`BoxSettings`, or None). box_from: where each box setting came from,
+            for messages: a ``backends`` URL as written -> the setting's name (``SJF_BACKEND_BOX``,
+            ``SJF_CONFIG file F: 'backends'``), ``""`` -> the name of ``box``.
     """
 
     predictor: Any = "default"
@@ -107,6 +109,7 @@ class SchedulerConfig:
     warnings: tuple = ()
     box_order: str = "seconds"
     box: Any = None
+    box_from: Mapping[str, str] = field(default_factory=_empty)
 
     # ---- constructors ----------------------------------------------------------------------
     @classmethod
@@ -170,6 +173,12 @@ class SchedulerConfig:
         its ``box`` settings (else the default ``box``) that were given; ``{}`` when none."""
         box = self.backend(key).box or self.box
         return box.as_dict() if box is not None else {}
+
+    def unused_box_settings(self, deployments: Iterable[tuple[Any, Any]]) -> list[str]:
+        """One warning per box setting that can take no effect with ``deployments`` ((api_base,
+        model) pairs): its URL is no deployment's, or a ``models`` entry names no model served
+        there (:mod:`sjf_core.config._box_check`). Pure."""
+        return _box_check.unused_box_settings(self, deployments)
 
     def make_policy(self) -> "Policy":
         """A fresh policy object for one queue: ``policy`` with ``tau`` and ``promotion``

@@ -61,17 +61,17 @@ def build(cls, raw: dict, where: dict, base: Any) -> Any:
     c["queues"] = MappingProxyType(queues)
     probe = dataclasses.replace(base, queues=c["queues"])
     per_url = {url: dict(opts) for url, opts in (raw.get("backends") or {}).items()}
-    if isinstance(raw.get("backend_box_env"), dict):  # SJF_BACKEND_BOX: {URL: box settings} over the file
-        for url, box in raw["backend_box_env"].items():
-            per_url.setdefault(url, {})["box"] = box
-    elif raw.get("backend_box_env") is not None:
-        w.problems.append(f"bad SJF setting {w('backend_box_env')}: must be a JSON object {{URL: box settings}}")
+    box_from = {url: w("backends") for url, opts in per_url.items() if opts.get("box") is not None}
+    for url, box in _v.backend_box_env(raw.get("backend_box_env"), w).items():  # SJF_BACKEND_BOX: over the file
+        per_url.setdefault(url, {})["box"], box_from[url] = box, w("backend_box_env")
     backends, warnings = _v.merge_backends(dict(base.backends), per_url, raw.get("backend_slots_env") or {},
                                           probe.queue_key, w, BackendConfig)
+    c["box_from"] = MappingProxyType({**base.box_from, **box_from})
     c["backends"] = MappingProxyType(backends)
     c["warnings"] = tuple(base.warnings) + tuple(raw.get("read_warnings") or ()) + tuple(warnings)
     if raw.get("box") is not None:
         put("box", lambda: w.check("box", lambda: BoxSettings.parse(raw["box"], "box")))
+        c["box_from"] = MappingProxyType({**c["box_from"], "": w("box")})
     if "box_order" in raw:
         put("box_order", lambda: w.check("box_order", lambda: check_box_order(raw["box_order"])))
     if "redis_url" in raw:

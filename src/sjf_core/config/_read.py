@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sjf_core.config._where import FAILED, Where
-from sjf_core.settings import AUTO, IntentDefaults, check_slots, normalise
+from sjf_core.settings import AUTO, IntentDefaults, check_slots, closest, normalise
 
 RETIRED = ("orphan_hold_max_s", "orphan_grace_s")
 _OFF = ("off", "0", "false", "no", "none")
@@ -53,6 +53,10 @@ REDIS_ENV = {
     "SJF_REDIS_OP_TIMEOUT_S": ("op_timeout_s", float), "SJF_REDIS_RETRY_S": ("retry_s", float),
 }
 RETIRED_ENV = ("SJF_ORPHAN_HOLD_MAX_S", "SJF_ORPHAN_GRACE_S")
+#: The shape of each JSON-valued variable, shown when its value is not JSON (:func:`not_json`).
+JSON_SHAPES = {"SJF_OVERLOAD": '{"max_queue_depth": 32}', "SJF_BOX": '{"kind": "serial"}',
+               "SJF_BACKEND_BOX": '{"http://localhost:11434": {"kind": "ollama"}}',
+               "SJF_BACKEND_SLOTS": '{"http://localhost:8080/v1": 2}'}
 #: Every ``SJF_*`` setting of the runtime (the others are unknown: a start-up warning each).
 KNOWN_ENV = frozenset({*ENV, *REDIS_ENV, *RETIRED_ENV, "SJF_CONFIG", "SJF_BACKEND_SLOTS", "SJF_NO_C_SCAN",
                        "SJF_MEMORY_SALT"})
@@ -63,13 +67,12 @@ TOOLING_PREFIXES = ("SJF_TEST_", "SJF_BENCH_")
 BACKEND_SCHEMES = ("http", "https")
 
 
-def closest(name: str, known, prefix: str = "") -> str | None:
-    """The known name closest to ``name`` (compared without the common ``prefix``), or None."""
-    import difflib
-
-    tails = {k[len(prefix):]: k for k in known if k.startswith(prefix)}
-    best = difflib.get_close_matches(name[len(prefix):], sorted(tails), n=1, cutoff=0.6)
-    return tails[best[0]] if best else None
+def not_json(var: str, exc: json.JSONDecodeError) -> ValueError:
+    """The error for a JSON-valued variable whose value is not JSON: what the parser said, and
+    the shape expected (:data:`JSON_SHAPES`). The value itself is not repeated."""
+    shape = JSON_SHAPES.get(var)
+    return ValueError(f"bad SJF_* environment setting: {var}: not valid JSON ({exc.msg} at character {exc.pos})"
+                      + (f"; expected e.g. {var}='{shape}'" if shape else ""))
 
 
 def unknown_env(env: Mapping[str, str]) -> list[str]:
@@ -230,9 +233,10 @@ def apply_env(raw: dict, where: dict, env: Mapping[str, str], problems: list[str
     def parsed(var: str, v: str, key: str, parse) -> Any:
         try:
             return parse(v)
-        except ValueError as exc:
-            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{v!r} is not a valid {key}"
-            raise ValueError(f"bad SJF_* environment setting: {var}: {msg}") from None
+        except json.JSONDecodeError as exc:
+            raise not_json(var, exc) from None
+        except ValueError:
+            raise ValueError(f"bad SJF_* environment setting: {var}: {v!r} is not a valid {key}") from None
 
     for var, (key, parse) in ENV.items():
         v = get(var)
@@ -277,7 +281,7 @@ def parse_backend_slots(text: str) -> dict:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"SJF_BACKEND_SLOTS is not valid JSON: {exc.msg}") from None
+            raise not_json("SJF_BACKEND_SLOTS", exc) from None
         if not isinstance(obj, dict):
             raise ValueError("SJF_BACKEND_SLOTS must be a JSON object {URL: slots}")
         return {normalise(backend_url(k, "SJF_BACKEND_SLOTS")): slots_value(v, f"SJF_BACKEND_SLOTS[{k}]")

@@ -6,14 +6,15 @@ defaults and the LiteLLM-plugin settings, built from the ``raw`` mapping of
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Callable, Mapping
 
-from sjf_core.config._read import slots_value
+from sjf_core.config._read import backend_url, slots_value
 from sjf_core.config._where import FAILED, Where
-from sjf_core.settings import (AUTO, DISCONNECT_MODES, BoxSettings, Fairness, IntentDefaults, OverloadConfig,
+from sjf_core.settings import (AUTO, BOX_KEYS, DISCONNECT_MODES, BoxSettings, Fairness, IntentDefaults, OverloadConfig,
                                RateLimit, backend_label)
 
-__all__ = ["merge_backends", "fairness", "intent_defaults", "adapter"]
+__all__ = ["merge_backends", "backend_box_env", "fairness", "intent_defaults", "adapter"]
 
 
 def merge_backends(out: dict, per_url: Mapping, env_slots: Mapping, queue_key: Callable[[Any], str], w: Where,
@@ -45,6 +46,33 @@ def merge_backends(out: dict, per_url: Mapping, env_slots: Mapping, queue_key: C
         if fields:
             out[key] = dataclasses.replace(out.get(key) or cls(), **fields)
     return out, warnings
+
+
+def backend_box_env(value: Any, w: Where) -> dict:
+    """``SJF_BACKEND_BOX`` (``{URL: box settings}``, parsed JSON or None) checked: URL as written ->
+    :class:`BoxSettings`. Each problem names the variable and is a problem of ``w``; a bad entry
+    is left out. Keys that are not URLs (``{"max_loaded": 1}``: settings meant for every
+    backend) are said to be URLs, with ``SJF_BOX`` suggested."""
+    name = w("backend_box_env")
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        w.problems.append(f"bad SJF setting {name}: must be a JSON object {{URL: box settings}}, got {value!r}")
+        return {}
+    out, settings = {}, {}
+    for url, box in value.items():
+        if str(url).strip() in BOX_KEYS:  # a box setting where a URL goes: meant for every backend
+            settings[url] = box
+        elif w.step(lambda: backend_url(url, name)) is not FAILED:
+            parsed = w.step(lambda: w.check("backend_box_env", lambda: BoxSettings.parse(box, f"box of backend {url}")))
+            if parsed is not FAILED:
+                out[url] = parsed
+    if settings:
+        w.problems.append(f"bad SJF setting {name}: its keys are backend URLs (a deployment's api_base, e.g. "
+                          f"{name}='{{\"http://localhost:11434\": {{\"max_loaded\": 1}}}}'), and "
+                          f"{', '.join(map(repr, settings))} {'is' if len(settings) == 1 else 'are'} not one; for "
+                          f"settings of every backend use SJF_BOX, e.g. SJF_BOX='{json.dumps(settings)}'")
+    return out
 
 
 def _backend_value(name: str, value: Any, url: Any) -> Any:

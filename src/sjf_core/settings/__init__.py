@@ -22,7 +22,8 @@ frozen dataclass in its own module, or a field of :class:`BackendConfig`), its f
 
 from sjf_core.settings._backend import (AUTO, DEFAULT_PROBE_TIMEOUT_S, DISCONNECT_MODES, AdapterConfig, BackendConfig,
                                         check_slots)
-from sjf_core.settings._box import BOX_KINDS, BOX_ORDERS, BoxSettings, check_box_order
+from sjf_core.settings._closest import closest, did_you_mean
+from sjf_core.settings._box import BOX_KEYS, BOX_KINDS, BOX_ORDERS, BoxSettings, check_box_order
 from sjf_core.settings._backend_url import LOOPBACK, backend_label, normalise
 from sjf_core.settings._overload import OverloadConfig
 from sjf_core.settings._policy import (DEFAULT_POLICY, DEFAULT_PROMOTION, DEFAULT_SHORT_SERVICE_S, DEFAULT_TAU,
@@ -40,7 +41,7 @@ __all__ = [
     "AUTO", "DISCONNECT_MODES", "DEFAULT_PROBE_TIMEOUT_S", "check_slots", "BackendConfig", "AdapterConfig",
     "normalise", "backend_label", "LOOPBACK",
     # many-model boxes
-    "BoxSettings", "BOX_KINDS", "BOX_ORDERS", "check_box_order",
+    "BoxSettings", "BOX_KINDS", "BOX_KEYS", "BOX_ORDERS", "check_box_order",
     # admission
     "OverloadConfig", "RateLimit",
     # the Redis store and the memory's Redis timings
@@ -49,4 +50,6 @@ __all__ = [
     "Fairness", "IntentDefaults", "FAIRNESS_MODES", "DEFAULT_FAIRNESS", "hash_id",
     # process-wide switches
     "native_scan_disabled", "memory_salt",
+    # the "did you mean" of the settings' messages
+    "closest", "did_you_mean",
 ]

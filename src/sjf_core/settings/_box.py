@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from sjf_core.settings._closest import closest, did_you_mean
+
 #: What a box may be said to be: the kinds the plugin reads ("ollama", "lmstudio", "llama-swap",
 #: "llama.cpp-router"), "serial" (one model at a time, one answer at a time: llama-cpp-python's
 #: ``--config_file`` server), "plain" (one queue for the URL, whatever the model).
@@ -18,7 +20,8 @@ BOX_KINDS = ("ollama", "lmstudio", "llama-swap", "llama.cpp-router", "serial", "
 #: The order across a box's models: in expected seconds (speeds and loads, the default) or in
 #: expected tokens (speed- and load-blind, the comparison of docs/boxes.md).
 BOX_ORDERS = ("seconds", "tokens")
-_KEYS = ("kind", "cap", "max_loaded", "keep_alive_s", "models")
+#: The keys of a box's settings.
+BOX_KEYS = ("kind", "cap", "max_loaded", "keep_alive_s", "models")
 
 
 def _count(value: Any, what: str, none_ok: bool = True) -> int | None:
@@ -53,12 +56,15 @@ class BoxSettings:
             return value
         if not isinstance(value, Mapping):
             raise ValueError(f"{what} must map {{kind, cap, max_loaded, keep_alive_s, models}}, got {value!r}")
-        extra = set(value) - set(_KEYS)
+        extra = set(value) - set(BOX_KEYS)
         if extra:
-            raise ValueError(f"{what}: unknown key(s) {sorted(extra)}; known: {list(_KEYS)}")
+            keys = sorted(map(str, extra))
+            hints = "".join(f"; {k!r}: did you mean {b!r}?" for k in keys if (b := closest(k, BOX_KEYS)))
+            raise ValueError(f"{what}: unknown key(s) {keys}; known: {list(BOX_KEYS)}{hints}")
         kind = value.get("kind")
         if kind is not None and str(kind).strip().lower() not in BOX_KINDS:
-            raise ValueError(f"{what}: kind must be one of {BOX_KINDS}, got {kind!r}")
+            raise ValueError(f"{what}: kind must be one of {BOX_KINDS}, got {kind!r}"
+                             f"{did_you_mean(str(kind).strip().lower(), BOX_KINDS)}")
         keep = value.get("keep_alive_s")
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not keep > 0):
             raise ValueError(f"{what}: keep_alive_s must be a number > 0, got {keep!r}")
@@ -91,8 +97,8 @@ def check_box_order(value: Any, what: str = "box_order") -> str:
     """``value`` as one of :data:`BOX_ORDERS`. Raises ValueError naming ``what``."""
     v = str(value).strip().lower()
     if v not in BOX_ORDERS:
-        raise ValueError(f"{what} must be one of {BOX_ORDERS}, got {value!r}")
+        raise ValueError(f"{what} must be one of {BOX_ORDERS}, got {value!r}{did_you_mean(v, BOX_ORDERS)}")
     return v
 
 
-__all__ = ["BoxSettings", "BOX_KINDS", "BOX_ORDERS", "check_box_order"]
+__all__ = ["BoxSettings", "BOX_KINDS", "BOX_KEYS", "BOX_ORDERS", "check_box_order"]

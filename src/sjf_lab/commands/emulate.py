@@ -134,15 +134,13 @@ def run(args) -> int:
 
     async def main() -> None:
         port = await emu.start(args.host, args.port)
+        serves = (f"slots={cfg.slots}, {cfg.tokens_per_s:g} tok/s," if emu.box is None else  # a box's: next line
+                  f"a box of {len(emu.box.config.models)} models: {', '.join(m.name for m in emu.box.config.models)};")
         print(f"emulator listening on http://{args.host}:{port}/v1 (OpenAI API) and http://{args.host}:{port} "
-              f"(Ollama API: {OLLAMA_ENDPOINTS}, ...)  (slots={cfg.slots}, {cfg.tokens_per_s:g} tok/s, "
-              f"on_disconnect={cfg.on_disconnect}, trace={len(emu.trace.items)} prompts)", flush=True)
+              f"(Ollama API: {OLLAMA_ENDPOINTS}, ...)  ({serves} on_disconnect={cfg.on_disconnect}, "
+              f"trace={len(emu.trace.items)} prompts)", flush=True)
         if emu.box is not None:
-            b = emu.box
-            print(f"box on http://{args.host}:{port}: " + ", ".join(
-                f"{m.name} ({b.speed_of(m):g} tok/s, {b.slots_of(m)} slot(s), load {m.load_s:g} s)"
-                for m in b.config.models) + f"; max_loaded={b.config.max_loaded}, share={b.config.share:g}, "
-                f"pending={b.config.pending}", flush=True)
+            print(f"box on http://{args.host}:{port}: {emu.serving().removeprefix('box: ')}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
