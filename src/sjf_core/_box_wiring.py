@@ -122,13 +122,15 @@ class BoxWiring:
         reg, key = self.box_registry(), backend_key(backend)
         b = await reg.discover(key, api_base, headers, hint)
         if self.config.redis_url:  # the other workers' starts: what the box holds now
-            from sjf_core.admission._box_redis import REREAD_S, contended
+            from sjf_core.admission._box_redis import REREAD_S, side_by_side
 
             live = reg.boxes.get(key)
-            # Only a contended box's key needs the loaded set at enqueue; on a box that runs
-            # its models side by side a read per request only delays it (box_ticket's
-            # background refresh keeps the view, and what fits, current).
-            if live is not None and contended(live):
+            # A box read as holding all its models at once is read again in the background: read
+            # inline, a listing round trip delayed each of its requests. Any other box is read
+            # before the request: its key needs the loaded set, and what fits is learned there.
+            if live is not None and side_by_side(live):
+                reg.refresh(live, every_s=REREAD_S)
+            else:
                 await reg.fresh(key, REREAD_S)
         return b.kind
 

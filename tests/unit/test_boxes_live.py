@@ -305,32 +305,55 @@ def test_the_last_resort_gate_keeps_a_runner_s_slots_and_the_box_cap():
     asyncio.run(run())
 
 
-def test_in_redis_mode_only_a_contended_box_is_read_again_before_a_request(monkeypatch):
-    """A box that runs its models side by side is not re-read inline before each request in
-    Redis mode (it delayed every autocomplete request by a listing round trip: P95 1.36x no
-    plugin with 3 workers); a contended one (models take turns) is, its key needing the loaded set."""
-    s = Scheduler(predictor=None, tau="off", redis_url="redis://127.0.0.1:1/0")  # never contacted here
-    reg = s.box_registry()
-    b = reg.box(URL)
-    b.catalogue = {"a", "b"}
-    reg.configure(b, "ollama")
-    b.source = (URL, {})
-    reads: list[str] = []
+def test_in_redis_mode_a_box_running_every_model_side_by_side_is_read_in_the_background(monkeypatch):
+    """Redis mode reads a box's loaded set before a request. A box whose last reading listed
+    every model it serves as loaded (nothing competes) is read in the background instead: read
+    inline, the listing round trip delayed every autocomplete request (P95 1.36x no plugin with
+    3 workers). Any other box is still read inline, which is also where what fits is learned
+    (reading only in the background, a no-fit box kept 11-12 loads per burst instead of 3-5)."""
+    from sjf_core.admission._box_redis import side_by_side
+
+    def read(loaded):
+        reg0 = Scheduler(predictor=None, tau="off").box_registry()
+        b = reg0.box(URL)
+        rep = type("Rep", (), {"catalogue": {"a", "b"}, "kind": "ollama", "loaded": set(loaded), "slots": {}})
+        reg0._learn(b, rep)  # the box's listing: two models, these loaded
+        return b
+
+    assert side_by_side(read({"a", "b"}))
+    one = read({"a"})
+    assert not side_by_side(one)  # one of its two models listed: they may take turns, learn it
+    one.box.set_loaded(["a", "b"], one.clock())  # the tracking (every model started) does not count
+    assert not side_by_side(one)
+    both = read({"a", "b"})
+    both.set_max_loaded(1, known=True)  # learned or set: one model at a time, the models take turns
+    assert not side_by_side(both)
+    capped = read({"a", "b"})
+    capped.set_cap(1)  # a box-wide cap: its models compete
+    assert not side_by_side(capped)
+
+    r = Scheduler(predictor=None, tau="off", redis_url="redis://127.0.0.1:1/0")  # never contacted here
+    reg = r.box_registry()
+    rb = reg.box(URL)
+    inline: list[str] = []
+    background: list[str] = []
 
     async def fresh(backend, max_age_s):
-        reads.append(backend)
+        inline.append(backend)
 
     async def discover(backend, api_base, headers=None, hint=None):
         return reg.boxes[backend]
 
     monkeypatch.setattr(reg, "fresh", fresh)
     monkeypatch.setattr(reg, "discover", discover)
-    asyncio.run(s.read_box(URL, URL))
-    assert reads == []  # side by side: nothing competes
-    b.n_models = 2
-    b.set_max_loaded(1, known=True)  # one model at a time: the models take turns
-    asyncio.run(s.read_box(URL, URL))
-    assert reads == [URL]
+    monkeypatch.setattr(reg, "refresh", lambda live, expect=None, every_s=None: background.append(live.key))
+    monkeypatch.setattr("sjf_core.admission._box_redis.side_by_side", lambda live: live is rb and ok[0])
+    ok = [True]
+    asyncio.run(r.read_box(URL, URL))
+    assert inline == [] and background == [URL]  # side by side: read, but nothing waits for it
+    ok[0] = False
+    asyncio.run(r.read_box(URL, URL))
+    assert inline == [URL] and background == [URL]
 
 
 def test_the_first_reading_of_a_box_is_logged_with_what_it_is_and_how_it_is_admitted(caplog):
@@ -364,3 +387,4 @@ def test_the_first_reading_of_a_box_is_logged_with_what_it_is_and_how_it_is_admi
     with caplog.at_level(logging.INFO, logger="sjf_core.admission.boxes"):
         asyncio.run(reg.discover(URL, "http://localhost:11434"))
     assert len(caplog.records) == 2
+

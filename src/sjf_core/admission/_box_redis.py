@@ -29,11 +29,11 @@ import asyncio
 from typing import Any
 
 from sjf_core.policy.promotion import REQUEST_OVERHEAD_TOKENS
+from sjf_core.predict._prediction import Prediction
 
 #: a contended box's loaded set is read again at most this often while requests come (Redis
 #: mode: the other workers' starts change it), seconds
 REREAD_S = 0.5
-from sjf_core.predict._prediction import Prediction
 
 
 class BoxedTicket:
@@ -106,6 +106,15 @@ def contended(live_box: Any) -> bool:
         return True
     served = max(len(live_box.queues), live_box.n_models)
     return live_box.fit_known and b.max_loaded is not None and b.max_loaded < served
+
+
+def side_by_side(live_box: Any) -> bool:
+    """True when nothing on the box competes and nothing is left to learn: no cap, and its
+    last reading listed every model it serves as loaded (a box holding all its models at once
+    cannot be one whose models take turns). A reading before a request then changes neither its
+    key nor what is known to fit. The tracking's own loaded set does not count: before the fit
+    is learned it holds every model that was started."""
+    return live_box.box.cap is None and not contended(live_box) and live_box.listed_all
 
 
 def seconds_prediction(live_box: Any, member: Any, prediction: Any, now: float) -> Prediction:
@@ -213,4 +222,4 @@ def _log():
     return logging.getLogger("sjf_core.admission.boxes")
 
 
-__all__ = ["BoxedTicket", "SharedFit", "box_slots", "contended", "seconds_prediction"]
+__all__ = ["BoxedTicket", "SharedFit", "box_slots", "contended", "seconds_prediction", "side_by_side"]

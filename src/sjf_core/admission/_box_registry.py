@@ -194,6 +194,7 @@ class BoxRegistry:
         b.n_models = len({n[:-7] if n.endswith(":latest") else n for n in rep.catalogue})
         self.configure(b, rep.kind)
         b.box.set_loaded(self.one_name_each(b, rep.loaded), b.clock())
+        b.listed_all = len(b.box.loaded) >= max(1, b.n_models)
         b.read_at = b.clock()
         for model, n in rep.slots.items():
             self._set_slots(runner_key(b.key, model), n)
@@ -287,6 +288,7 @@ class BoxRegistry:
         box = b.box
         before = set(box.loaded)
         box.set_loaded(self.one_name_each(b, loaded), b.clock())
+        b.listed_all = len(box.loaded) >= max(1, b.n_models)
         fixed = self._fixed(b)
         held = len(box.loaded)
         missing = {m for m in expect if m not in box.loaded}

@@ -94,6 +94,7 @@ class LiveBox:
         self.catalogue: set = set()  # the models it serves, as it listed them
         self.n_models = 0  # how many models it listed
         self.fit_known = False  # max_loaded was learned from the box (or set), not assumed
+        self.listed_all = False  # the last reading listed every model the box serves as loaded
         self.shared: Any = None  # Redis mode: the workers' shared view (_box_redis.SharedFit)
         self.source: tuple | None = None  # (api_base, headers) to read it again
         self.read_at = -math.inf  # when its loaded set was last read
