@@ -233,6 +233,63 @@ async def test_three_workers_in_redis_mode_serve_a_no_fit_box_one_model_at_a_tim
         r.close()
 
 
+async def test_three_workers_in_redis_mode_keep_a_serial_box_to_one_answer_at_a_time(redis_url):
+    """A box set to ``kind: serial`` (cap 1) that would itself run its two loaded models side by
+    side: three workers share its one slot in Redis, so while a chat answer is held nothing
+    else reaches the box, and the burst (both models, spread over the workers) goes one at a
+    time. The box-wide cap is the bound here, not a runner's slots: with the box queue's slots
+    taken from anything but the cap, each runner's own queue lets one answer in beside the other."""
+    import uuid
+
+    import redis
+
+    from sjf_lab.emulator import max_overlap
+
+    prefix = "boxproxy-" + uuid.uuid4().hex[:8]
+    box = BoxConfig(models=(ModelSpec("chat", tokens_per_s=2000), ModelSpec("auto", tokens_per_s=2000)),
+                    max_loaded=2, preload=("chat", "auto"))
+    emu = EmulatorThread(EmulatorConfig(box=box, trace_records=TRACE, on_disconnect="stop"))
+    root = f"http://127.0.0.1:{emu.port}"
+    proxy = LiteLLMProxy(_config(root, ("chat", "auto"), "openai"), num_workers=3, startup_timeout_s=600,
+                         env={"SJF_REDIS_URL": redis_url, "SJF_REDIS_PREFIX": prefix, "SJF_TAU": "off",
+                              "SJF_BACKEND_BOX": json.dumps({root + "/v1": {"kind": "serial"}})})
+    r = redis.Redis.from_url(redis_url)
+
+    def box_enqueued() -> int:  # tickets taken on the box's shared queue (its counters hash)
+        keys = r.scan_iter(match="{" + prefix + ":box:*")
+        return sum(int(r.hget(k, "enqueued") or 0) for k in keys if r.type(k) == b"hash")
+
+    burst = [("chat" if i % 2 else "auto", p) for i, p in enumerate(AUTO * 3)]
+    held, tasks = None, []
+    try:
+        await proxy.astart()
+        h = Box(proxy, 0, emu, "openai")
+        assert await h.chat("auto", "warm") == 200  # the box is read; its queue exists
+        emu.reset()
+        before = box_enqueued()
+        held = asyncio.create_task(h.chat("chat", HOLD))
+        await wait_until(lambda: emu.stats()["held"] == 1, timeout=60)
+        tasks = [asyncio.create_task(h.chat(m, p)) for m, p in burst]
+        await wait_until(lambda: box_enqueued() == before + 1 + len(burst), timeout=120)  # all took a ticket
+        await asyncio.sleep(0.5)  # a granted one would reach the box now (nothing asserted on time)
+        in_flight = emu.stats()["max_in_flight"]
+        emu.release_holds()
+        assert await held == 200
+        assert await asyncio.gather(*tasks) == [200] * len(burst)
+        records = emu.stats()["order"]
+        assert in_flight == 1 and emu.stats()["max_in_flight"] == 1 and max_overlap(records) == 1, \
+            [(x["model"], x["t_in"], x["t_out"]) for x in records]
+        assert sorted(x["model"] for x in records) == sorted(["chat"] + [m for m, _ in burst])
+    finally:
+        emu.release_holds()
+        for t in [held, *tasks]:
+            if t is not None and not t.done():
+                t.cancel()
+        proxy.stop()
+        emu.stop()
+        r.close()
+
+
 async def test_the_status_page_shows_each_box_model_loaded_and_its_runner_queue(side):
     """The page (headless chromium) draws the Boxes section from /sjf/status: the box, its kind,
     and a row per model runner with its slots, in flight and waiting."""

@@ -45,6 +45,7 @@ def _keys(prompts) -> dict:
 class Pool:
     def __init__(self, proxy: LiteLLMProxy, status_port: int, emus: dict):
         self.proxy, self.status_port, self.emus = proxy, status_port, emus
+        self.open: set = set()  # the tasks of this harness's requests not yet answered
 
     def status(self) -> dict:
         return httpx.get(f"http://127.0.0.1:{self.status_port}/sjf/status", timeout=10).json()
@@ -53,11 +54,39 @@ class Pool:
         return sum(p["waiting"] for p in self.status()["pools"])
 
     async def chat(self, model: str, prompt: str, stream: bool = False) -> int:
-        async with httpx.AsyncClient(timeout=180) as c:
-            r = await c.post(self.proxy.openai_base_url + "/chat/completions",
-                             headers={"Authorization": f"Bearer {self.proxy.master_key}"},
-                             json={"model": model, "messages": [{"role": "user", "content": prompt}], "stream": stream})
-            return r.status_code
+        me = asyncio.current_task()
+        self.open.add(me)
+        try:
+            async with httpx.AsyncClient(timeout=180) as c:
+                r = await c.post(self.proxy.openai_base_url + "/chat/completions",
+                                 headers={"Authorization": f"Bearer {self.proxy.master_key}"},
+                                 json={"model": model, "messages": [{"role": "user", "content": prompt}],
+                                       "stream": stream})
+                return r.status_code
+        finally:
+            self.open.discard(me)
+
+    def idle(self) -> bool:
+        """No request of ours open at the proxy's pool queue or at a backend."""
+        return (all(e.stats()["in_flight"] == 0 for e in self.emus.values())
+                and all(p["waiting"] == 0 and p["in_flight"] == 0 for p in self.status()["pools"]))
+
+    async def settle(self) -> None:
+        """End what a test left open (a failed one leaves held answers and queued requests): its
+        requests still open leave (clients that go away), every hold is released, and the proxy
+        and the backends are waited on until idle, so the next test is judged on its own
+        requests alone. Raises (``wait_until``) when they never get idle: a leaked slot."""
+        left = [t for t in self.open if not t.done()]
+        for t in left:
+            t.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+
+        def released_and_idle() -> bool:
+            for e in self.emus.values():  # a request that reached a backend after the first release
+                e.release_holds()
+            return self.idle()
+
+        await wait_until(released_and_idle, timeout=60, step=0.05)
 
     async def hold(self, name: str) -> asyncio.Task:
         """Occupy backend ``name`` with a request pinned to its deployment (model = its id)."""
@@ -78,7 +107,7 @@ def _config(emus: dict, dead_url: str | None = None, retries: int = 0) -> dict:
 
 
 @pytest.fixture(scope="module")
-def pool():
+def pool_proxy():
     emus = {n: EmulatorThread(tokens_per_s=400, slots=1, on_disconnect="stop", trace_records=TRACE) for n in "ab"}
     port = free_port()
     proxy = LiteLLMProxy(_config(emus), env={"SJF_STATUS_PORT": str(port), "SJF_TAU": "off"})
@@ -89,6 +118,19 @@ def pool():
         proxy.stop()
         for e in emus.values():
             e.stop()
+
+
+@pytest.fixture
+async def pool(pool_proxy):
+    """The module's proxy and two backends, each test judged alone: it starts idle with fresh
+    emulator counters, and whatever it leaves open (pass or fail) is settled after it."""
+    await wait_until(pool_proxy.idle, timeout=60, step=0.05)
+    for e in pool_proxy.emus.values():
+        e.reset()
+    try:
+        yield pool_proxy
+    finally:
+        await pool_proxy.settle()
 
 
 @pytest.mark.parametrize("freed, kept", [("b", "a"), ("a", "b")])

@@ -2,7 +2,8 @@
 (sjf_lab.sim.boxes, sim.pool): finish-first placement with a clear margin, the box's loaded set
 and cap, the box's turn in seconds with loads grouped, and — as properties over many random
 boxes, pools and workloads — no runner above its slots and no runner idle while a request it
-could serve waits. Virtual clocks only."""
+could serve waits, and none sent that the emulated box itself could not start at once.
+Virtual clocks only."""
 
 from __future__ import annotations
 
@@ -206,14 +207,27 @@ def test_the_box_guard_bounds_how_long_a_model_waits():
     assert rule.box_pick(box, d, 57.0) is b
 
 
-# ---- the simulator: a rule that hands out a busy runner is caught -----------------------------
+# ---- the simulator's own checks ----------------------------------------------------------------
 def test_the_simulator_refuses_to_start_a_busy_runner(monkeypatch):
-    """An independent reviewer made the pool always pick its first member: the simulator must
-    not start a busy runner whatever the rule says."""
+    """The simulator's guard, not the rule: the reviewer's mutation ("the pool always picks its
+    first member", ``_best_free``) is patched in here on purpose, and the simulator's runner
+    layer must raise rather than start a runner that the rule's own counts say is busy. That
+    the real rule never hands out a busy runner is the property test's (below)."""
     monkeypatch.setattr(Placement, "_best_free", lambda self, e, now, out=None: self.members[0])
     wl = burst_workload(WorkloadSpec(), (5, 0, 5), seed=1)
     with pytest.raises(RuntimeError, match="cannot start"):
         simulate_pool(wl, [None] * len(wl), make_policy("fcfs"), speeds=(1.0, 1.0), layout="pool")
+
+
+def test_the_simulator_names_each_request_the_box_itself_did_not_start():
+    """``held_at_box`` is the emulated box's verdict (sim/box_truth.py), not the rule's: without
+    the plugin (layer ``none``) a, b, a at once on a box that holds one model: b waits in the
+    box's line for a to end, and the second a waits behind b (the box's one FIFO line)."""
+    box = BoxSpec("box0", (ModelSpec("a", 100.0), ModelSpec("b", 100.0)), max_loaded=1, preloaded=("a",))
+    r = simulate_boxes([box], np.zeros(3), np.full(3, 50.0), ["a", "b", "a"], [None] * 3, make_policy("fcfs"),
+                       layer="none")
+    assert [k for _, k in r.held_at_box] == ["box0#b", "box0#a"]
+    assert r.max_running == {"box0#a": 1, "box0#b": 1} and r.loads == {"box0": 2}
 
 
 # ---- properties over random boxes, pools and workloads -------------------------------------
@@ -265,6 +279,7 @@ def test_property_no_runner_over_its_slots_and_none_idle_while_a_request_it_coul
     assert not np.isnan(r.finish).any(), "a request was never served"
     assert r.violations == []
     assert r.over_slots == []
+    assert r.held_at_box == []  # the emulated box started every request the rule sent, at once
     slots = {f"{b.key}#{m.name}": m.slots for b in boxes for m in b.models}
     assert all(r.max_sent[k] <= slots[k] for k in slots)
     assert all(r.max_running[k] <= slots[k] for k in slots)

@@ -15,6 +15,11 @@ dispatched (docs/boxes.md, "Properties"):
   (the layer's count); ``max_running`` per runner and ``max_in_box`` are the box's own;
 * ``violations``: a runner the rule could start that is left idle while a request it could
   serve waits unreserved (``runner`` layer);
+* ``held_at_box``: a request sent that the box itself (:mod:`.box_truth`, not the rule's model
+  of it) did not start at once: it waited in the box's line for a model the box could not load
+  now, or behind its runner's or the box's cap. The layers without the rule (``none``, ``url``,
+  ``routed``) do this by design; for ``runner`` each one is a start the rule allowed on a box
+  that could not take it (a wrong loaded set, cap or slot count);
 * ``idle_waiting_s``: runner-seconds with nothing running at the box while some request that
   runner could serve had not been sent yet (reservations included).
 """
@@ -50,6 +55,7 @@ class BoxSimResult:
     max_in_box: dict
     over_slots: list = field(default_factory=list)
     violations: list = field(default_factory=list)
+    held_at_box: list = field(default_factory=list)  # (time, "box#model"): sent, not started by the box
     idle_waiting_s: float = 0.0
     makespan: float = 0.0
 
@@ -156,8 +162,11 @@ def simulate_boxes(boxes, arrival, tokens, model, predictions, policy, layer: st
             rk = f"{key}#{name}"
             ours[rk] += 1
             max_sent[rk] = max(max_sent[rk], ours[rk])
-            for run in sim.truth[key].receive(j, name, float(sim.work[j]), now):
+            started = sim.truth[key].receive(j, name, float(sim.work[j]), now)
+            for run in started:
                 loads_s[run.job] = run.load_s
+            if all(run.job != j for run in started):  # the box's own verdict (module docstring)
+                res.held_at_box.append((now, rk))
         for tb in sim.truth.values():  # a finished answer may let the box's line move
             for run in tb.advance(now):
                 loads_s[run.job] = run.load_s
