@@ -170,8 +170,11 @@ class MemberWatch(QueueEvents):
         if not m.running:
             m.idle_since = m.clock()
         if m.live_box is not None:
-            if loaded:
-                m.live_box.refresh()  # what the box holds now (and what fits)
+            if loaded or not (m.live_box.fit_known or m.live_box.listed_all):
+                # what the box holds now (and what fits): after a load; and while what fits is
+                # unknown on a box not seen holding all its models, after each answer, for the
+                # tracking (every model started counts as loaded) may miss the box's swaps
+                m.live_box.refresh()
             if m.live_box.shared is not None:
                 m.live_box.shared.note_runner(m.key, m.s_per_token, m.load_s, m.clock())
             m.live_box.wake_all(but=m)
